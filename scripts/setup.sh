@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Idempotent set-up: a virtual environment in .venv with AQVEN and its dev tools installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.aqven-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
+  .venv/bin/python -m pip install --quiet -e ".[dev]"
+  touch "$stamp"
+fi

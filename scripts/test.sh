@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The test command: set-up, then ruff, mypy and pytest (browser tests use Debian's chromium).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing Debian's chromium for the browser tests..."
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "warning: chromium could not be installed; browser tests will be skipped"
+fi
+.venv/bin/ruff check src tests bench
+.venv/bin/mypy
+exec .venv/bin/pytest -q "$@"

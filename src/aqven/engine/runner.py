@@ -1,0 +1,426 @@
+"""Run a flow, or a range of its top-level nodes, and record its trace.
+
+A run is resumable: every finished node's output is in the trace, so re-executing a run (after a
+human answer or a server restart) reuses what finished and runs only the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from aqven.models.call import CallResult, ModelCall, call_model
+from aqven.models.outcomes import ModelCallError, outcome_class
+
+from aqven.engine.compile import compile_flow
+from aqven.engine.compiled import CompiledFlow, CompiledNode
+from aqven.engine.records import RunError, RunRecord, RunRequest
+from aqven.engine.template import render
+from aqven.engine.variant import FlowPatch
+from aqven.errors import AqvenError, ProjectError, RunInputError
+from aqven.project.bindings import Binding, bindings_in, parse_binding, resolve
+from aqven.project.loader import Project
+from aqven.project.pycode import load_function
+from aqven.store.runs import RunStore
+
+CallModel = Callable[[ModelCall, Callable[[str, dict[str, Any]], None] | None], Awaitable[CallResult]]
+PatchResolver = Callable[[RunRequest], FlowPatch | None]
+MAX_RETRY_WAIT_S = 30.0
+
+
+class WaitingHuman(Exception):
+    def __init__(self, node_id: str) -> None:
+        super().__init__(node_id)
+        self.node_id = node_id
+
+
+@dataclass
+class _Scope:
+    input: Any
+    context: dict[str, Any]
+    nodes: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"input": self.input, "context": self.context, "nodes": self.nodes}
+
+
+def derive_seed(run_seed: int, path: str) -> int:
+    return int(hashlib.sha256(f"{run_seed}:{path}".encode()).hexdigest()[:12], 16)
+
+
+class Engine:
+    """Compiles and executes runs for one project."""
+
+    def __init__(
+        self, project: Project, runs: RunStore, *, call: CallModel | None = None, patch_for: PatchResolver | None = None
+    ) -> None:
+        self.project = project
+        self.runs = runs
+        self._call: CallModel = call or call_model
+        self._patch_for = patch_for or (lambda _req: None)
+
+    # ---- preparing ----
+
+    def compile_for(self, request: RunRequest) -> CompiledFlow:
+        return compile_flow(self.project, request.flow_id, self._patch_for(request))
+
+    def prepare(self, request: RunRequest) -> CompiledFlow:
+        """Compile and check that the run can start; raises before anything runs."""
+        flow = self.compile_for(request)
+        top = flow.top_ids()
+        start = top.index(request.from_node) if request.from_node else 0
+        end = top.index(request.to_node) if request.to_node else len(top) - 1
+        for name, node_id in (("from", request.from_node), ("to", request.to_node)):
+            if node_id is not None and node_id not in top:
+                raise RunInputError(
+                    f"--{name} {node_id!r} is not a top-level node of flow {flow.id!r}",
+                    code="RANGE_INVALID",
+                    hint=f"top-level nodes: {', '.join(top)}",
+                )
+        if start > end:
+            raise RunInputError(
+                f"range {request.from_node}..{request.to_node} is empty: 'from' comes after 'to'",
+                code="RANGE_INVALID",
+                hint=f"top-level nodes in order: {', '.join(top)}",
+            )
+        missing = sorted(self._needed_above(flow, start, end) - set(request.node_outputs))
+        if missing:
+            raise RunInputError(
+                f"the range {top[start]}..{top[end]} reads {', '.join(missing)}, which runs above the range, and "
+                "the case has no node_outputs for it",
+                code="NODE_OUTPUTS_MISSING",
+                hint=f"add node_outputs: {{{missing[0]}: ...}} to the case, or start the range earlier",
+            )
+        if start == 0:
+            try:
+                jsonschema.validate(request.input, flow.input_schema)
+            except jsonschema.ValidationError as exc:
+                raise RunInputError(
+                    f"the input does not match flow {flow.id!r}'s input type: {exc.message}",
+                    code="RUN_INPUT_INVALID",
+                    hint="give the input the flow declares (see `aqven check` or the flow's flow.yaml)",
+                ) from None
+        return flow
+
+    def _needed_above(self, flow: CompiledFlow, start: int, end: int) -> set[str]:
+        above = set(flow.top_ids()[:start])
+        needed: set[str] = set()
+        for node in flow.nodes[start : end + 1]:
+            for n in [node, *_descendants(node)]:
+                for b in _node_bindings(n):
+                    if b.source == "node" and b.node in above:
+                        needed.add(b.node)
+        if end == len(flow.nodes) - 1 and start > 0:
+            b = parse_binding(flow.result)
+            if b.node in above:
+                needed.add(b.node)
+        return needed
+
+    # ---- executing ----
+
+    async def execute(self, run_id: str) -> RunRecord:
+        """Execute (or resume) a run to its end, or until a human node waits."""
+        record = self.runs.get(run_id)
+        if record.status in ("done", "failed"):
+            return record
+        request = record.request
+        resumed = bool(self.runs.events(run_id, limit=1))
+        self.runs.set_status(run_id, "running")
+        self.runs.append_event(
+            run_id,
+            "run_resume" if resumed else "run_start",
+            None,
+            {
+                "flow_id": request.flow_id,
+                "from": request.from_node,
+                "to": request.to_node,
+                "case": request.case_name,
+                "simulate": request.simulate,
+            },
+        )
+        started = time.perf_counter()
+        try:
+            flow = self.prepare(request)
+            output = await self._run_flow(run_id, flow, request, prefix="", top=True)
+        except WaitingHuman:
+            self.runs.set_status(run_id, "waiting_human")
+            return self.runs.get(run_id)
+        except AqvenError as exc:
+            # A counted model failure or an infrastructure error; a project or code problem is infrastructure.
+            outcome = outcome_class(exc.code) if isinstance(exc, ModelCallError) else "infra"
+            return self._fail(run_id, exc.code, exc.message, outcome, exc.details.get("node_id"))
+        self.runs.append_event(
+            run_id,
+            "run_end",
+            None,
+            {"status": "done", "output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
+        )
+        self.runs.finish(run_id, status="done", output=output, outcome="ok")
+        return self.runs.get(run_id)
+
+    def _fail(self, run_id: str, code: str, message: str, outcome: str, node_id: str | None) -> RunRecord:
+        self.runs.append_event(
+            run_id, "run_end", node_id, {"status": "failed", "code": code, "message": message, "outcome": outcome}
+        )
+        self.runs.finish(
+            run_id, status="failed", error=RunError(code=code, message=message, node_id=node_id), outcome=outcome
+        )
+        return self.runs.get(run_id)
+
+    async def _run_flow(
+        self, run_id: str, flow: CompiledFlow, request: RunRequest, *, prefix: str, top: bool, flow_input: Any = None
+    ) -> Any:
+        top_ids = flow.top_ids()
+        scope = _Scope(input=request.input if top else flow_input, context=request.context)
+        nodes = flow.nodes
+        end_index = len(nodes) - 1
+        if top:
+            start = top_ids.index(request.from_node) if request.from_node else 0
+            end_index = top_ids.index(request.to_node) if request.to_node else len(nodes) - 1
+            for node_id in top_ids[:start]:
+                if node_id in request.node_outputs:
+                    scope.nodes[node_id] = request.node_outputs[node_id]
+            nodes = nodes[start : end_index + 1]
+        done = self.runs.finished_outputs(run_id)
+        await self._run_scope(run_id, nodes, scope, request, prefix, done)
+        if top and end_index < len(flow.nodes) - 1:
+            return scope.nodes[flow.nodes[end_index].id]
+        return resolve(flow.result, scope.as_dict())
+
+    async def _run_scope(
+        self,
+        run_id: str,
+        nodes: list[CompiledNode],
+        scope: _Scope,
+        request: RunRequest,
+        prefix: str,
+        done: dict[str, Any],
+    ) -> None:
+        tasks: dict[str, asyncio.Task[None]] = {}
+        local_ids = {n.id for n in nodes}
+
+        async def run_one(node: CompiledNode) -> None:
+            for dep in node.deps & local_ids:
+                await tasks[dep]
+            await self._run_node(run_id, node, scope, request, prefix, done)
+
+        for node in nodes:
+            tasks[node.id] = asyncio.ensure_future(run_one(node))
+        results = await asyncio.gather(*tasks.values(), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        real = [e for e in errors if not isinstance(e, WaitingHuman)]
+        if real:
+            raise real[0]
+        if errors:
+            raise errors[0]
+
+    async def _run_node(
+        self, run_id: str, node: CompiledNode, scope: _Scope, request: RunRequest, prefix: str, done: dict[str, Any]
+    ) -> None:
+        path = f"{prefix}{node.id}"
+        if path in done:
+            scope.nodes[node.id] = done[path]
+            return
+        inputs = resolve(node.inputs, scope.as_dict())
+        if node.kind != "group":
+            self.runs.append_event(run_id, "node_start", path, {"kind": node.kind, "inputs": inputs})
+        else:
+            self.runs.append_event(run_id, "node_start", path, {"kind": node.kind})
+        started = time.perf_counter()
+        try:
+            output = await self._dispatch(run_id, node, inputs, scope, request, prefix, done)
+        except WaitingHuman:
+            raise
+        except AqvenError as exc:
+            exc.details.setdefault("node_id", path)
+            self.runs.append_event(run_id, "node_error", path, {"code": exc.code, "message": exc.message})
+            raise
+        scope.nodes[node.id] = output
+        self.runs.append_event(
+            run_id,
+            "node_end",
+            path,
+            {"output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
+        )
+
+    async def _dispatch(
+        self,
+        run_id: str,
+        node: CompiledNode,
+        inputs: dict[str, Any],
+        scope: _Scope,
+        request: RunRequest,
+        prefix: str,
+        done: dict[str, Any],
+    ) -> Any:
+        path = f"{prefix}{node.id}"
+        if node.kind == "llm":
+            return await self._llm(run_id, node, inputs, request, path)
+        if node.kind == "code":
+            return await self._code(node, inputs, path)
+        if node.kind == "call":
+            assert node.called is not None
+            return await self._run_flow(run_id, node.called, request, prefix=f"{path}/", top=False, flow_input=inputs)
+        if node.kind == "group":
+            await self._run_scope(run_id, node.children, scope, request, prefix, done)
+            return resolve(node.result, scope.as_dict())
+        if node.kind == "human":
+            answered, answer = self.runs.human_answer(run_id, path)
+            if not answered:
+                self.runs.append_event(
+                    run_id,
+                    "human_wait",
+                    path,
+                    {
+                        "question": getattr(node.spec, "question", ""),
+                        "inputs": inputs,
+                        "output_schema": node.output_schema,
+                    },
+                )
+                raise WaitingHuman(path)
+            self.runs.append_event(run_id, "human_answer", path, {"answer": answer})
+            return answer
+        raise AqvenError(f"unknown node kind {node.kind}", code="CODE_ERROR")
+
+    async def _llm(
+        self, run_id: str, node: CompiledNode, inputs: dict[str, Any], request: RunRequest, path: str
+    ) -> Any:
+        assert node.agent is not None and node.prompt_text is not None
+        prompt = render(node.prompt_text, inputs)
+        retries = self.project.config.engine.provider_retries
+        backoff = self.project.config.engine.retry_backoff_s
+        seed = derive_seed(request.seed, path)
+        attempt = 0
+        while True:
+            call = ModelCall(
+                agent=node.agent,
+                prompt=prompt,
+                output_schema=node.output_schema,
+                simulate=request.simulate,
+                seed=seed,
+                node_id=path,
+                project_root=self.project.root,
+                inputs=inputs,
+                case_name=request.case_name,
+                retry=attempt,
+            )
+            self.runs.append_event(
+                run_id,
+                "model_request",
+                path,
+                {
+                    "agent": node.agent.id,
+                    "model": node.agent.model,
+                    "simulated": request.simulate,
+                    "prompt": prompt,
+                    "output_mode": node.agent.output_mode,
+                    "attempt": attempt,
+                },
+            )
+
+            def on_event(kind: str, data: dict[str, Any]) -> None:
+                self.runs.append_event(run_id, kind, path, data)
+
+            try:
+                result = await self._call(call, on_event)
+            except ModelCallError as exc:
+                usage = exc.usage_dict() if hasattr(exc, "usage_dict") else {}
+                self.runs.append_event(
+                    run_id,
+                    "model_error",
+                    path,
+                    {
+                        "code": exc.code,
+                        "message": exc.message,
+                        "outcome": outcome_class(exc.code),
+                        "retryable": exc.retryable,
+                        "http_status": exc.http_status_code,
+                        **usage,
+                    },
+                )
+                if exc.retryable and attempt < retries:
+                    wait = min(
+                        MAX_RETRY_WAIT_S, exc.retry_after if exc.retry_after is not None else backoff * (2**attempt)
+                    )
+                    if request.simulate:
+                        wait = 0.0
+                    attempt += 1
+                    self.runs.append_event(
+                        run_id, "retry", path, {"code": exc.code, "attempt": attempt, "wait_s": wait}
+                    )
+                    await asyncio.sleep(wait)
+                    continue
+                raise
+            self.runs.add_usage(
+                run_id,
+                input_tokens=result.input_tokens,
+                output_tokens=result.output_tokens,
+                cost=result.cost_usd,
+                simulated=result.simulated,
+            )
+            self.runs.append_event(
+                run_id,
+                "model_response",
+                path,
+                {
+                    "model_name": result.model_name,
+                    "provider": result.provider,
+                    "simulated": result.simulated,
+                    "input_tokens": result.input_tokens,
+                    "output_tokens": result.output_tokens,
+                    "cost_usd": None if result.cost_usd is None else str(result.cost_usd),
+                    "cost_source": result.cost_source,
+                    "latency_ms": result.latency_ms,
+                    "output_retries": result.output_retries,
+                    "output": result.output,
+                },
+            )
+            return result.output
+
+    async def _code(self, node: CompiledNode, inputs: dict[str, Any], path: str) -> Any:
+        assert node.code_file is not None and node.code_function is not None
+        try:
+            fn = load_function(self.project.root, node.code_file, node.code_function)
+            value = fn(**inputs)
+            if inspect.isawaitable(value):
+                value = await value
+        except ProjectError as exc:
+            raise AqvenError(exc.message, code="CODE_ERROR", hint=exc.hint, file=exc.file, line=exc.line) from None
+        except Exception as exc:  # the project's own code: report it, never crash the engine
+            raise AqvenError(
+                f"code node {path!r} raised {type(exc).__name__}: {exc}",
+                code="CODE_ERROR",
+                hint=f"fix {node.spec.code}",
+                details={"node_id": path},
+            ) from None  # type: ignore[union-attr]
+        if node.output_schema:
+            try:
+                jsonschema.validate(value, node.output_schema)
+            except jsonschema.ValidationError as exc:
+                raise AqvenError(
+                    f"code node {path!r} returned a value that breaks its output type: {exc.message}",
+                    code="CODE_ERROR",
+                    hint="return what the node's output declares",
+                ) from None
+        return value
+
+
+def _descendants(node: CompiledNode) -> list[CompiledNode]:
+    out: list[CompiledNode] = []
+    for c in node.children:
+        out.append(c)
+        out.extend(_descendants(c))
+    return out
+
+
+def _node_bindings(node: CompiledNode) -> list[Binding]:
+    found = bindings_in(node.inputs)
+    if node.result:
+        found.append(parse_binding(node.result))
+    return found

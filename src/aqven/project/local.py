@@ -1,0 +1,63 @@
+"""Settings local to one computer: `.aqven/local.yaml` (never in git) and environment variables."""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from aqven.errors import ProjectError
+from aqven.project.paths import state_dir
+
+TRUTHY = {"1", "true", "yes", "on"}
+
+
+class LocalResearch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    spend_cap_usd: Decimal | None = None
+
+
+class LocalSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    simulate: bool = False
+    sim_latency_scale: float | None = None
+    research: LocalResearch = LocalResearch()
+
+
+def read_local(root: Path) -> LocalSettings:
+    path = state_dir(root) / "local.yaml"
+    if not path.is_file():
+        return LocalSettings()
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if isinstance(data.get("research", {}).get("spend_cap_usd"), float):
+            data["research"]["spend_cap_usd"] = repr(data["research"]["spend_cap_usd"])
+        return LocalSettings.model_validate(data)
+    except (yaml.YAMLError, ValueError, AttributeError, InvalidOperation) as exc:
+        raise ProjectError(
+            f"cannot read .aqven/local.yaml: {exc}".splitlines()[0],
+            code="E_LOCAL_SETTINGS",
+            file=".aqven/local.yaml",
+            hint="keys: simulate, sim_latency_scale, research.spend_cap_usd",
+        ) from None
+
+
+def simulate_enabled(root: Path, flag: bool = False) -> bool:
+    """Simulated mode: per command (flag), per shell (AQVEN_SIMULATE=1) or per computer (local.yaml)."""
+    if flag or os.environ.get("AQVEN_SIMULATE", "").strip().lower() in TRUTHY:
+        return True
+    return read_local(root).simulate
+
+
+def spend_cap(root: Path, project_cap: Decimal | None) -> tuple[Decimal, Literal["project", "override", "default"]]:
+    """The project spend cap and where it came from."""
+    override = read_local(root).research.spend_cap_usd
+    if override is not None:
+        return override, "override"
+    if project_cap is not None:
+        return project_cap, "project"
+    return Decimal("1.00"), "default"

@@ -1,0 +1,53 @@
+"""Paths inside a project: every file a project names must stay inside the project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aqven.errors import ProjectError
+
+STATE_DIR = ".aqven"
+DB_FILE = "aqven.sqlite"
+
+
+def inside(root: Path, base: Path, relative: str, *, file: str | None = None, line: int | None = None) -> Path:
+    """Resolve `relative` against `base`; refuse absolute paths and paths that leave `root`."""
+    if not relative or relative.startswith(("/", "\\")) or (len(relative) > 1 and relative[1] == ":"):
+        raise ProjectError(
+            f"path {relative!r} must be relative to its folder",
+            code="E_PATH_OUTSIDE_PROJECT",
+            file=file,
+            line=line,
+            hint="name files relative to the file that uses them, inside the project",
+        )
+    target = (base / relative).resolve()
+    root_resolved = root.resolve()
+    if target != root_resolved and root_resolved not in target.parents:
+        raise ProjectError(
+            f"path {relative!r} leaves the project",
+            code="E_PATH_OUTSIDE_PROJECT",
+            file=file,
+            line=line,
+            hint="keep prompt, code and data files inside the project folder",
+        )
+    return target
+
+
+def rel(root: Path, path: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def state_dir(root: Path) -> Path:
+    return root / STATE_DIR
+
+
+def find_root(start: Path) -> Path | None:
+    """The nearest folder at or above `start` that holds an `aqven.yaml`."""
+    current = start.resolve()
+    for folder in (current, *current.parents):
+        if (folder / "aqven.yaml").is_file():
+            return folder
+    return None

@@ -1,0 +1,123 @@
+"""The project database: `.aqven/aqven.sqlite`, WAL, one writer, a versioned schema.
+
+All writes go through one connection guarded by a lock, so the server's threads and its event
+loop never interleave half-written rows. Money columns are TEXT holding a Decimal.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        flow_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        started_at TEXT,
+        ended_at TEXT,
+        request TEXT NOT NULL,
+        output TEXT,
+        error_code TEXT,
+        error_message TEXT,
+        outcome TEXT,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd TEXT NOT NULL DEFAULT '0',
+        unpriced_calls INTEGER NOT NULL DEFAULT 0,
+        model_calls INTEGER NOT NULL DEFAULT 0,
+        simulated INTEGER NOT NULL DEFAULT 0,
+        series_id TEXT,
+        case_name TEXT,
+        dataset_id TEXT
+    );
+    CREATE INDEX runs_created ON runs(created_at);
+    CREATE INDEX runs_series ON runs(series_id);
+    CREATE TABLE events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        ts TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        node_id TEXT,
+        data TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE human_answers (
+        run_id TEXT NOT NULL,
+        node_id TEXT NOT NULL,
+        answer TEXT NOT NULL,
+        answered_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, node_id)
+    );
+    """,
+}
+
+
+class Database:
+    """A thread-safe handle on the project database."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self.transaction() as cur:
+            cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = cur.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
+            current = row["v"] or 0
+            if current > SCHEMA_VERSION:
+                from aqven.errors import AqvenError
+
+                raise AqvenError(
+                    f"the project database has schema version {current}; this AQVEN knows {SCHEMA_VERSION}",
+                    code="DB_SCHEMA_NEWER",
+                    hint="upgrade AQVEN, or move .aqven/aqven.sqlite aside",
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[version].split(";"):
+                    if statement.strip():
+                        cur.execute(statement)
+                cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Cursor]:
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            else:
+                cur.execute("COMMIT")
+            finally:
+                cur.close()
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def query_one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Row | None:
+        with self._lock:
+            row: sqlite3.Row | None = self._conn.execute(sql, params).fetchone()
+            return row
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

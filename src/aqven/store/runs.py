@@ -1,0 +1,228 @@
+"""Runs, their trace events and human answers in the project database."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from aqven.engine.records import RunError, RunRecord, RunRequest, RunStatus, TraceEvent
+from aqven.errors import NotFoundError
+from aqven.store.db import Database
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+class RunStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # ---- runs ----
+
+    def create(self, request: RunRequest, *, series_id: str | None = None, run_id: str | None = None) -> str:
+        rid = run_id or new_id("run")
+        with self.db.transaction() as cur:
+            cur.execute(
+                "INSERT INTO runs (id, flow_id, status, created_at, request, simulated, series_id, case_name,"
+                " dataset_id) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+                (
+                    rid,
+                    request.flow_id,
+                    now_iso(),
+                    request.model_dump_json(),
+                    int(request.simulate),
+                    series_id,
+                    request.case_name,
+                    request.dataset_id,
+                ),
+            )
+        return rid
+
+    def set_status(self, run_id: str, status: RunStatus) -> None:
+        with self.db.transaction() as cur:
+            if status == "running":
+                cur.execute(
+                    "UPDATE runs SET status=?, started_at=COALESCE(started_at, ?) WHERE id=?",
+                    (status, now_iso(), run_id),
+                )
+            else:
+                cur.execute("UPDATE runs SET status=? WHERE id=?", (status, run_id))
+
+    def add_usage(
+        self, run_id: str, *, input_tokens: int, output_tokens: int, cost: Decimal | None, simulated: bool
+    ) -> None:
+        with self.db.transaction() as cur:
+            row = cur.execute("SELECT cost_usd FROM runs WHERE id=?", (run_id,)).fetchone()
+            total = Decimal(row["cost_usd"]) + (cost or Decimal(0))
+            cur.execute(
+                "UPDATE runs SET input_tokens=input_tokens+?, output_tokens=output_tokens+?, cost_usd=?,"
+                " unpriced_calls=unpriced_calls+?, model_calls=model_calls+1, simulated=MAX(simulated, ?)"
+                " WHERE id=?",
+                (input_tokens, output_tokens, str(total), int(cost is None), int(simulated), run_id),
+            )
+
+    def finish(
+        self,
+        run_id: str,
+        *,
+        status: RunStatus,
+        output: Any = None,
+        error: RunError | None = None,
+        outcome: str | None = None,
+    ) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                "UPDATE runs SET status=?, ended_at=?, output=?, error_code=?, error_message=?, outcome=? WHERE id=?",
+                (
+                    status,
+                    now_iso(),
+                    None if output is None else _dumps(output),
+                    error.code if error else None,
+                    _dumps(error.model_dump()) if error else None,
+                    outcome,
+                    run_id,
+                ),
+            )
+
+    def get(self, run_id: str) -> RunRecord:
+        row = self.db.query_one("SELECT * FROM runs WHERE id=?", (run_id,))
+        if row is None:
+            raise NotFoundError(f"no run {run_id!r}", code="RUN_NOT_FOUND", hint="list runs with GET /api/runs")
+        return self._record(row)
+
+    def list(
+        self,
+        *,
+        flow_id: str | None = None,
+        status: str | None = None,
+        series_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[RunRecord]:
+        clauses, params = [], []
+        for col, val in (("flow_id", flow_id), ("status", status), ("series_id", series_id)):
+            if val is not None:
+                clauses.append(f"{col}=?")
+                params.append(val)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self.db.query(
+            f"SELECT * FROM runs {where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        return [self._record(r) for r in rows]
+
+    def ids_with_status(self, *statuses: str) -> list[str]:
+        marks = ",".join("?" for _ in statuses)
+        return [r["id"] for r in self.db.query(f"SELECT id FROM runs WHERE status IN ({marks})", statuses)]
+
+    def _record(self, row: sqlite3.Row) -> RunRecord:
+        error = None
+        if row["error_message"]:
+            error = RunError.model_validate(json.loads(row["error_message"]))
+        waiting = None
+        if row["status"] == "waiting_human":
+            ev = self.db.query_one(
+                "SELECT node_id FROM events WHERE run_id=? AND kind='human_wait' ORDER BY seq DESC LIMIT 1",
+                (row["id"],),
+            )
+            waiting = ev["node_id"] if ev else None
+        return RunRecord(
+            id=row["id"],
+            flow_id=row["flow_id"],
+            status=row["status"],
+            created_at=row["created_at"],
+            started_at=row["started_at"],
+            ended_at=row["ended_at"],
+            request=RunRequest.model_validate_json(row["request"]),
+            output=None if row["output"] is None else json.loads(row["output"]),
+            error=error,
+            outcome=row["outcome"],
+            input_tokens=row["input_tokens"],
+            output_tokens=row["output_tokens"],
+            cost_usd=row["cost_usd"],
+            unpriced_calls=row["unpriced_calls"],
+            cost_is_lower_bound=row["unpriced_calls"] > 0,
+            model_calls=row["model_calls"],
+            simulated=bool(row["simulated"]),
+            series_id=row["series_id"],
+            case_name=row["case_name"],
+            dataset_id=row["dataset_id"],
+            waiting_node=waiting,
+        )
+
+    # ---- events ----
+
+    def append_event(
+        self, run_id: str, kind: str, node_id: str | None = None, data: dict[str, Any] | None = None
+    ) -> TraceEvent:
+        ts = now_iso()
+        payload = _dumps(data or {})
+        with self.db.transaction() as cur:
+            row = cur.execute("SELECT COALESCE(MAX(seq), 0) AS s FROM events WHERE run_id=?", (run_id,)).fetchone()
+            seq = row["s"] + 1
+            cur.execute(
+                "INSERT INTO events (run_id, seq, ts, kind, node_id, data) VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, seq, ts, kind, node_id, payload),
+            )
+        return TraceEvent(run_id=run_id, seq=seq, ts=ts, kind=kind, node_id=node_id, data=json.loads(payload))
+
+    def events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[TraceEvent]:
+        rows = self.db.query(
+            "SELECT * FROM events WHERE run_id=? AND seq>? ORDER BY seq LIMIT ?", (run_id, after, limit)
+        )
+        return [
+            TraceEvent(
+                run_id=r["run_id"],
+                seq=r["seq"],
+                ts=r["ts"],
+                kind=r["kind"],
+                node_id=r["node_id"],
+                data=json.loads(r["data"]),
+            )
+            for r in rows
+        ]
+
+    def node_events(self, run_id: str, node_id: str) -> list[TraceEvent]:
+        rows = self.db.query("SELECT * FROM events WHERE run_id=? AND node_id=? ORDER BY seq", (run_id, node_id))
+        return [
+            TraceEvent(
+                run_id=r["run_id"],
+                seq=r["seq"],
+                ts=r["ts"],
+                kind=r["kind"],
+                node_id=r["node_id"],
+                data=json.loads(r["data"]),
+            )
+            for r in rows
+        ]
+
+    def finished_outputs(self, run_id: str) -> dict[str, Any]:
+        """Outputs of nodes that already finished in this run (for resuming without re-running them)."""
+        rows = self.db.query("SELECT node_id, data FROM events WHERE run_id=? AND kind='node_end'", (run_id,))
+        return {r["node_id"]: json.loads(r["data"]).get("output") for r in rows}
+
+    # ---- human answers ----
+
+    def answer(self, run_id: str, node_id: str, answer: Any) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                "INSERT OR REPLACE INTO human_answers (run_id, node_id, answer, answered_at) VALUES (?, ?, ?, ?)",
+                (run_id, node_id, _dumps(answer), now_iso()),
+            )
+
+    def human_answer(self, run_id: str, node_id: str) -> tuple[bool, Any]:
+        row = self.db.query_one("SELECT answer FROM human_answers WHERE run_id=? AND node_id=?", (run_id, node_id))
+        return (False, None) if row is None else (True, json.loads(row["answer"]))
