@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from aqven.engine.compile import FlowCompiler
 from aqven.errors import ProjectError
 from aqven.project.diagnostics import Diagnostic, sort_key
-from aqven.project.loader import Project, load_project
-from aqven.project.paths import inside
+from aqven.project.loader import Project, load_model, load_project
+from aqven.project.local import LocalSettings, read_local
+from aqven.project.paths import inside, is_file, state_dir
+from aqven.project.pycode import load_function, parse_ref
+from aqven.project.schema import ProjectConfig
+
+
+def _diag(code: str, message: str, file: str | None, line: int | None, hint: str, warning: bool = False) -> Diagnostic:
+    return Diagnostic(
+        code=code, severity="warning" if warning else "error", file=file, line=line, message=message, hint=hint
+    )
 
 
 def check_flows(project: Project) -> list[Diagnostic]:
     out: list[Diagnostic] = []
-    seen: set[tuple[str, str | None, int | None, str]] = set()
     for flow_id in project.flows:
         compiler = FlowCompiler(project)
         compiler.compile(flow_id)
         for d in compiler.diagnostics:
-            key = (d.code, d.file, d.line, d.message)
-            if key not in seen:  # a called flow's problems are found once per caller; report them once
-                seen.add(key)
+            if d not in out:  # a called flow's problems are found once per caller; report them once
                 out.append(d)
     return out
 
@@ -28,102 +36,139 @@ def check_flows(project: Project) -> list[Diagnostic]:
 def check_agents(project: Project) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for agent_id, agent in project.agents.items():
-        file = f"agents/{agent_id}.yaml"
+        file = project.file_of("agent", agent_id) or f"agents/{agent_id}.yaml"
         if agent.simulator:
-            path_part, sep, fn = agent.simulator.rpartition(":")
-            line = project.doc_line(file, ("simulator",))
-            if not sep or not path_part.endswith(".py") or not fn:
-                out.append(
-                    Diagnostic(
-                        code="E_INVALID_VALUE",
-                        severity="error",
-                        file=file,
-                        line=line,
-                        message=f"simulator must be 'file.py:function', not {agent.simulator!r}",
-                        hint="for example simulator: sim/agents.py:gpt",
-                    )
-                )
-                continue
-            try:
-                path = inside(project.root, project.root, path_part, file=file, line=line)
-            except ProjectError as exc:
-                out.append(Diagnostic.from_error(exc))
-                continue
-            if not path.is_file():
-                out.append(
-                    Diagnostic(
-                        code="E_FILE_MISSING",
-                        severity="error",
-                        file=file,
-                        line=line,
-                        message=f"simulator file {path_part!r} is missing",
-                        hint="create it, or remove the simulator key",
-                    )
-                )
+            out.extend(_check_simulator(project, agent.simulator, file))
         else:
             out.append(
-                Diagnostic(
-                    code="W_NO_SIMULATOR",
-                    severity="warning",
-                    file=file,
-                    line=1,
-                    message=f"agent {agent_id!r} has no simulator; simulated runs of it fail",
-                    hint="add simulator: <file.py:function> to run it offline",
+                _diag(
+                    "W_NO_SIMULATOR",
+                    f"agent {agent_id!r} has no simulator; simulated runs of it fail",
+                    file,
+                    1,
+                    "add simulator: <file.py:function> to run it offline",
+                    warning=True,
                 )
             )
         if agent.provider == "openai-compatible" and not agent.base_url:
             out.append(
-                Diagnostic(
-                    code="E_MISSING_KEY",
-                    severity="error",
-                    file=file,
-                    line=project.doc_line(file, ("model",)),
-                    message="an openai-compatible agent needs base_url",
-                    hint="base_url: http://127.0.0.1:11434/v1 (for example)",
+                _diag(
+                    "E_BASE_URL_MISSING",
+                    "an openai-compatible agent needs base_url",
+                    file,
+                    project.doc_line(file, ("model",)),
+                    "base_url: http://127.0.0.1:11434/v1 (for example)",
                 )
             )
     return out
+
+
+def _check_simulator(project: Project, ref: str, file: str) -> list[Diagnostic]:
+    line = project.doc_line(file, ("simulator",))
+    try:
+        path_part, fn = parse_ref(ref, module_form=True)
+        path = inside(project.root, project.root, path_part, file=file, line=line)
+    except ValueError as exc:  # the schema already refused a malformed reference; kept for callers that skip it
+        return [_diag("E_FUNCTION_REF", str(exc), file, line, "for example simulator: sim/agents.py:gpt")]
+    except ProjectError as exc:
+        return [Diagnostic.from_error(exc)]
+    if not is_file(path):
+        return [
+            _diag(
+                "E_FILE_MISSING",
+                f"simulator file {path_part!r} is missing",
+                file,
+                line,
+                "create it (relative to the project folder), or remove the simulator key",
+            )
+        ]
+    try:
+        load_function(project.root, path, fn)
+    except ProjectError as exc:
+        if exc.code == "E_CODE_IMPORT":
+            return [Diagnostic.from_error(exc)]
+        return [_diag(exc.code, exc.message, file, line, exc.hint)]
+    return []
 
 
 def check_datasets(project: Project) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for dataset_id, dataset in project.datasets.items():
-        file = f"datasets/{dataset_id}.yaml"
+        file = project.file_of("dataset", dataset_id) or f"datasets/{dataset_id}.yaml"
         first: dict[str, int] = {}
         for i, case in enumerate(dataset.cases):
             line = project.doc_line(file, ("cases", i, "name"))
             if case.name in first:
                 out.append(
-                    Diagnostic(
-                        code="E_DUPLICATE_CASE",
-                        severity="error",
-                        file=file,
-                        line=line,
-                        message=f"case name {case.name!r} is used twice (first at item {first[case.name]})",
-                        hint="case names are unique; never rename a case, add a new one",
+                    _diag(
+                        "E_DUPLICATE_CASE",
+                        f"case name {case.name!r} is used twice (first at line {first[case.name]})",
+                        file,
+                        line,
+                        "case names are unique within a dataset; never rename a case, add a new one",
                     )
                 )
             else:
-                first[case.name] = i + 1
+                first[case.name] = line or i + 1
         if not dataset.cases:
             out.append(
-                Diagnostic(
-                    code="W_EMPTY_DATASET",
-                    severity="warning",
-                    file=file,
-                    line=1,
-                    message=f"dataset {dataset_id!r} has no cases",
-                    hint="add cases",
-                )
+                _diag("W_EMPTY_DATASET", f"dataset {dataset_id!r} has no cases", file, 1, "add cases", warning=True)
             )
     return out
 
 
+def check_local(project: Project) -> list[Diagnostic]:
+    """`.aqven/local.yaml`: checked like the project's files, then read the way the commands read it."""
+    path = state_dir(project.root) / "local.yaml"
+    if not is_file(path):
+        return []
+    before = len(project.diagnostics)
+    load_model(project, path, LocalSettings)
+    found = project.diagnostics[before:]
+    del project.diagnostics[before:]
+    if found:
+        return found
+    try:
+        read_local(project.root)
+    except ProjectError as exc:
+        return [Diagnostic.from_error(exc)]
+    return []
+
+
+def _guarded(step: Callable[[Project], list[Diagnostic]], project: Project) -> list[Diagnostic]:
+    """Run one part of the check; a crash in it becomes a diagnostic instead of ending the whole check."""
+    try:
+        return step(project)
+    except Exception as exc:  # a bug in AQVEN, not in the project: say so, keep checking the rest
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return [
+            _diag(
+                "E_INTERNAL",
+                f"aqven check crashed in {step.__name__}: {type(exc).__name__}: {exc} "
+                f"({Path(where.filename).name}:{where.lineno})",
+                None,
+                None,
+                "this is a bug in AQVEN; please report it with the file that triggers it",
+            )
+        ]
+
+
+def _raise(exc: Exception) -> list[Diagnostic]:
+    raise exc
+
+
 def check_project(root: Path) -> tuple[Project, list[Diagnostic]]:
     """Load and check a project; returns the project and every diagnostic, sorted, errors first."""
-    project = load_project(root)
+    try:
+        project = load_project(root)
+    except Exception as exc:  # a bug in AQVEN: report it like any other problem, never as a traceback
+        crash = exc
+        project = Project(root=root, config=ProjectConfig(package="project"))
+        project.diagnostics += _guarded(lambda _p: _raise(crash), project)
+        return project, project.diagnostics
     diagnostics = list(project.diagnostics)
     if not any(d.code == "E_PROJECT_MISSING" for d in diagnostics):
-        diagnostics += check_agents(project) + check_datasets(project) + check_flows(project)
+        for step in (check_local, check_agents, check_datasets, check_flows):
+            diagnostics += _guarded(step, project)
     diagnostics.sort(key=sort_key)
     return project, diagnostics

@@ -6,6 +6,9 @@ Compiling never runs anything. Problems become diagnostics with file:line; `comp
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +19,14 @@ from aqven.errors import ProjectError
 from aqven.project.bindings import Binding, BindingSyntaxError, bindings_in, is_binding, parse_binding
 from aqven.project.diagnostics import Diagnostic
 from aqven.project.loader import FlowSource, Project
-from aqven.project.paths import inside, rel
+from aqven.project.paths import inside, is_file, rel
 from aqven.project.pycode import load_function
-from aqven.project.schema import CallNode, CodeNode, GroupNode, HumanNode, LlmNode, Node, walk_nodes
+from aqven.project.schema import CallNode, CodeNode, GroupNode, HumanNode, LlmNode, Node
 from aqven.project.types import ANY, TypeSpecError, compatible, describe, schema_at, to_json_schema
 from aqven.project.yaml_source import PathKey
+
+
+BINDING_HINT = "see docs/reference/bindings.md; a literal text that starts with $ is written with $$"
 
 
 class _Where:
@@ -49,9 +55,9 @@ class FlowCompiler:
 
     def _err(self, code: str, message: str, where: tuple[str, int | None], hint: str = "") -> None:
         file, line = where
-        self.diagnostics.append(
-            Diagnostic(code=code, severity="error", file=file, line=line, message=message, hint=hint)
-        )
+        d = Diagnostic(code=code, severity="error", file=file, line=line, message=message, hint=hint)
+        if d not in self.diagnostics:  # a module that fails to import is named by every node that uses it
+            self.diagnostics.append(d)
 
     def _warn(self, code: str, message: str, where: tuple[str, int | None], hint: str = "") -> None:
         file, line = where
@@ -67,16 +73,17 @@ class FlowCompiler:
     def compile(self, flow_id: str, *, where: tuple[str, int | None] | None = None) -> CompiledFlow | None:
         source = self.find_flow(flow_id)
         if source is None:
-            self._err(
-                "E_UNKNOWN_FLOW",
-                f"no flow {flow_id!r}",
-                where or ("flows", None),
-                hint=f"flows: {', '.join(sorted(self.project.flows)) or 'none'}",
-            )
+            if ("flow", flow_id) in self.project.failed:
+                message = f"flow {flow_id!r} did not load"
+                hint = f"fix the errors reported in {self.project.file_of('flow', flow_id)}"
+            else:
+                message = f"no flow {flow_id!r}"
+                hint = f"flows: {', '.join(sorted(self.project.flows)) or 'none'}"
+            self._err("E_UNKNOWN_FLOW", message, where or ("flows", None), hint=hint)
             return None
         top = not self._stack
         if flow_id in self._stack:
-            chain = " -> ".join([*self._stack, flow_id])
+            chain = " -> ".join([*self._stack[self._stack.index(flow_id) :], flow_id])
             self._err(
                 "E_CALL_CYCLE",
                 f"flows call each other in a cycle: {chain}",
@@ -95,31 +102,33 @@ class FlowCompiler:
             self._done[flow_id] = compiled
         return compiled
 
-    def _schema(self, spec: Any, where: tuple[str, int | None]) -> dict[str, Any]:
+    def _schema(self, spec: Any, where: _Where, key: str) -> dict[str, Any]:
         try:
             return to_json_schema(spec)
         except TypeSpecError as exc:
-            self._err("E_TYPE_INVALID", str(exc), where, hint="see docs/reference/types.md")
+            self._err("E_TYPE_INVALID", str(exc), where.at(key, *exc.path), hint="see docs/reference/types.md")
             return dict(ANY)
 
     def _compile_source(self, source: FlowSource, patch: FlowPatch) -> CompiledFlow | None:
         spec = source.spec
         fw = _Where(self.project, source.doc.file, ())
         before = len([d for d in self.diagnostics if d.severity == "error"])
-        input_schema = self._schema(spec.input, fw.at("input"))
-        output_schema = self._schema(spec.output, fw.at("output"))
+        input_schema = self._schema(spec.input, fw, "input")
+        output_schema = self._schema(spec.output, fw, "output")
 
-        seen: dict[str, int] = {}
-        for node in walk_nodes(spec.nodes):
-            seen[node.id] = seen.get(node.id, 0) + 1
-        for node_id, count in seen.items():
-            if count > 1:
+        seen: dict[str, int | None] = {}
+        for node, ypath in _spec_paths(spec.nodes, ("nodes",)):
+            if node.id in seen:
+                first = seen[node.id]
                 self._err(
                     "E_DUPLICATE_NODE",
-                    f"node id {node_id!r} is used {count} times in flow {spec.id!r}",
-                    fw.at("nodes"),
+                    f"node id {node.id!r} is used again in flow {spec.id!r}"
+                    + (f" (first at line {first})" if first else ""),
+                    fw.at(*ypath, "id"),
                     hint="node ids are unique within a flow, group children included",
                 )
+            else:
+                seen[node.id] = fw.at(*ypath, "id")[1]
         for target in [*patch.agents, *patch.prompts, *patch.nodes, *patch.flows]:
             if target not in seen:
                 self._err(
@@ -130,10 +139,12 @@ class FlowCompiler:
                 )
 
         nodes = [self._node(n, source, fw.child("nodes", i), patch) for i, n in enumerate(spec.nodes)]
-        index = {n.id: n for n in _walk(nodes)}
+        index: dict[str, CompiledNode] = {}
+        for n in _walk(nodes):
+            index.setdefault(n.id, n)  # a duplicate id is reported above; the first one stands
         scope_of: dict[str, str | None] = {}
         for n in nodes:
-            scope_of[n.id] = None
+            scope_of.setdefault(n.id, None)
             self._scope_children(n, scope_of)
         for n in nodes:
             self._group_schema(n, index)
@@ -164,7 +175,7 @@ class FlowCompiler:
 
     def _scope_children(self, node: CompiledNode, scope_of: dict[str, str | None]) -> None:
         for child in node.children:
-            scope_of[child.id] = node.id
+            scope_of.setdefault(child.id, node.id)
             self._scope_children(child, scope_of)
 
     # ---- nodes ----
@@ -189,27 +200,21 @@ class FlowCompiler:
             agent_id = patch.agents.get(spec.id, spec.agent)
             node.agent = self.project.agents.get(agent_id)
             if node.agent is None:
-                self._err(
-                    "E_UNKNOWN_AGENT",
-                    f"node {spec.id!r} uses agent {agent_id!r}, which does not exist",
-                    where.at("agent"),
-                    hint=f"agents: {', '.join(sorted(self.project.agents)) or 'none'}",
-                )
+                if ("agent", agent_id) in self.project.failed:
+                    message = f"node {spec.id!r} uses agent {agent_id!r}, which did not load"
+                    hint = f"fix the errors reported in {self.project.file_of('agent', agent_id)}"
+                else:
+                    message = f"node {spec.id!r} uses agent {agent_id!r}, which does not exist"
+                    hint = f"agents: {', '.join(sorted(self.project.agents)) or 'none'}"
+                self._err("E_UNKNOWN_AGENT", message, where.at("agent"), hint=hint)
             prompt_path: Path | None
             if spec.id in patch.prompts:
                 prompt_path = patch.prompts[spec.id]
             else:
                 prompt_path = self._file(folder, spec.prompt, where.at("prompt"), "prompt")
             if prompt_path is not None:
-                if not prompt_path.is_file():
-                    self._err(
-                        "E_FILE_MISSING",
-                        f"prompt file {rel(self.project.root, prompt_path)!r} is missing",
-                        where.at("prompt"),
-                        hint="create the file or fix the path (relative to the flow)",
-                    )
-                else:
-                    node.prompt_text = prompt_path.read_text(encoding="utf-8", errors="replace")
+                node.prompt_text = self._read_text(prompt_path, where.at("prompt"), "prompt")
+                if node.prompt_text is not None:
                     node.prompt_file = rel(self.project.root, prompt_path)
                     unbound = sorted(set(placeholders(node.prompt_text)) - set(spec.inputs))
                     if unbound:
@@ -219,13 +224,13 @@ class FlowCompiler:
                             where.at("prompt"),
                             hint="add them to the node's inputs, or fix the placeholders",
                         )
-            node.output_schema = self._schema(spec.output, where.at("output"))
+            node.output_schema = self._schema(spec.output, where, "output")
         elif isinstance(spec, CodeNode):
             file_part, _, fn_name = spec.code.rpartition(":")
             path = self._file(folder, file_part, where.at("code"), "code")
             node.code_function = fn_name
             if path is not None:
-                if not path.is_file():
+                if not is_file(path):
                     self._err(
                         "E_FILE_MISSING",
                         f"code file {rel(self.project.root, path)!r} is missing",
@@ -235,23 +240,15 @@ class FlowCompiler:
                 else:
                     node.code_file = path
                     if self.load_code:
-                        try:
-                            load_function(self.project.root, path, fn_name)
-                        except ProjectError as exc:
-                            self._err(
-                                exc.code,
-                                exc.message,
-                                (exc.file or where.file, exc.line or where.at("code")[1]),
-                                exc.hint,
-                            )
-            node.output_schema = self._schema(spec.output, where.at("output"))
+                        self._check_function(path, fn_name, spec.inputs, where)
+            node.output_schema = self._schema(spec.output, where, "output")
         elif isinstance(spec, CallNode):
             flow_id = patch.flows.get(spec.id, spec.flow)
             node.called = self.compile(flow_id, where=where.at("flow"))
             if node.called is not None:
                 node.output_schema = node.called.output_schema
         elif isinstance(spec, HumanNode):
-            node.output_schema = self._schema(spec.output, where.at("output"))
+            node.output_schema = self._schema(spec.output, where, "output")
         elif isinstance(spec, GroupNode):
             node.children = [self._node(c, source, where.child("nodes", i), patch) for i, c in enumerate(spec.nodes)]
             node.result = spec.result or (f"${spec.nodes[-1].id}.out" if spec.nodes else None)
@@ -263,6 +260,41 @@ class FlowCompiler:
                     hint="a group holds at least one node",
                 )
         return node
+
+    def _read_text(self, path: Path, where: tuple[str, int | None], what: str) -> str | None:
+        name = rel(self.project.root, path)
+        if not is_file(path):
+            self._err(
+                "E_FILE_MISSING",
+                f"{what} file {name!r} is missing",
+                where,
+                hint="create the file or fix the path (relative to the flow)",
+            )
+            return None
+        try:
+            return path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            self._err("E_FILE_UNREADABLE", f"{what} file {name!r} is not UTF-8 text", where, "save it as UTF-8")
+        except OSError as exc:
+            self._err("E_FILE_UNREADABLE", f"cannot read {what} file {name!r}: {exc.strerror}", where, "check it")
+        return None
+
+    def _check_function(self, path: Path, fn_name: str, inputs: dict[str, Any], where: _Where) -> None:
+        """Import the code node's function and check that it accepts the node's inputs as keywords."""
+        try:
+            fn = load_function(self.project.root, path, fn_name)
+        except ProjectError as exc:
+            at = (exc.file or where.file, exc.line) if exc.code == "E_CODE_IMPORT" else where.at("code")
+            self._err(exc.code, exc.message, at, exc.hint)
+            return
+        problem = _signature_problem(fn, list(inputs))
+        if problem:
+            self._err(
+                "E_CODE_SIGNATURE",
+                f"{fn_name}() cannot take the node's inputs ({', '.join(inputs) or 'none'}): {problem}",
+                where.at("inputs") if inputs else where.at("code"),
+                hint="the function is called with the node's inputs as keyword arguments; make names agree",
+            )
 
     def _file(self, folder: Path, relative: str, where: tuple[str, int | None], what: str) -> Path | None:
         try:
@@ -292,7 +324,7 @@ class FlowCompiler:
                 try:
                     found = bindings_in(value)
                 except BindingSyntaxError as exc:
-                    self._err("E_BINDING_SYNTAX", str(exc), nw.at("inputs", key), hint="see docs/reference/bindings.md")
+                    self._err("E_BINDING_SYNTAX", str(exc), nw.at("inputs", key), hint=BINDING_HINT)
                     continue
                 for b in found:
                     self._check_binding(b, node, group, ctx, nw.at("inputs", key))
@@ -302,14 +334,9 @@ class FlowCompiler:
                 self._check_call_inputs(node, ctx, nw)
             if node.children:
                 self._check_scope(node.children, node.id, ctx, nw.child("nodes"))
-                for child in _walk(node.children):
-                    for value in child.inputs.values():
-                        try:
-                            for b in bindings_in(value):
-                                if b.source == "node" and b.node in ids and b.node != node.id:
-                                    node.deps.add(b.node)
-                        except BindingSyntaxError:
-                            pass
+                for b in _quiet_bindings(node):
+                    if b.source == "node" and b.node in ids and b.node != node.id:
+                        node.deps.add(b.node)
                 if node.result:
                     self._binding_schema(node.result, node.id, ctx, nw.at("result"), owner=node.id)
         self._check_cycles(nodes, where)
@@ -325,7 +352,7 @@ class FlowCompiler:
         try:
             b = parse_binding(text)
         except BindingSyntaxError as exc:
-            self._err("E_BINDING_SYNTAX", str(exc), where, hint="see docs/reference/bindings.md")
+            self._err("E_BINDING_SYNTAX", str(exc), where, hint=BINDING_HINT)
             return None
         if b.source == "context":
             return dict(ANY)
@@ -356,6 +383,14 @@ class FlowCompiler:
                 hint="a node reads the outputs of other nodes only",
             )
             return None
+        if b.node in _enclosing(group, ctx.scope_of):
+            self._err(
+                "E_BINDING_CYCLE",
+                f"{text}: node {owner!r} is inside group {b.node!r}, whose output waits for it",
+                where,
+                hint="inside a group, read the group's inputs or other nodes, not the group itself",
+            )
+            return None
         target_scope = ctx.scope_of.get(b.node)
         if target_scope is not None and not _within(group, target_scope, ctx.scope_of):
             self._err(
@@ -379,9 +414,20 @@ class FlowCompiler:
     def _check_call_inputs(self, node: CompiledNode, ctx: _Ctx, where: _Where) -> None:
         assert node.called is not None
         target = node.called.input_schema
-        props = target.get("properties") or {}
-        if target.get("type") == "object":
-            for name in target.get("required", []):
+        types = _schema_types(target)
+        if types and "object" not in types:
+            self._err(
+                "E_BINDING_TYPE",
+                f"flow {node.called.id!r} takes {describe(target)}, but a call node passes its inputs as an object",
+                where.at("flow"),
+                hint="give the called flow an object input, e.g. input: {text: string}",
+            )
+            return
+        props = target.get("properties")
+        props = props if isinstance(props, dict) else {}
+        required = target.get("required")
+        if "object" in types:
+            for name in required if isinstance(required, list) else []:
                 if name not in node.inputs:
                     self._err(
                         "E_BINDING_TYPE",
@@ -390,7 +436,7 @@ class FlowCompiler:
                         hint=f"flow {node.called.id!r} takes {describe(target)}",
                     )
             for name, value in node.inputs.items():
-                if props and name not in props:
+                if props and name not in props and target.get("additionalProperties") in (None, False):
                     self._err(
                         "E_BINDING_TYPE",
                         f"flow {node.called.id!r} has no input {name!r}",
@@ -422,6 +468,8 @@ class FlowCompiler:
 
     def _check_cycles(self, nodes: list[CompiledNode], where: _Where) -> None:
         deps = {n.id: set(n.deps) for n in nodes}
+        if len(deps) < len(nodes):
+            return  # duplicate ids (reported already) make the wait graph meaningless
         done: set[str] = set()
         while True:
             ready = [n for n, d in deps.items() if n not in done and d <= done]
@@ -456,6 +504,52 @@ def _walk(nodes: list[CompiledNode]) -> list[CompiledNode]:
         out.append(n)
         out.extend(_walk(n.children))
     return out
+
+
+def _spec_paths(nodes: list[Node], path: PathKey) -> Iterator[tuple[Node, PathKey]]:
+    """Every node spec with its path in the flow file, group children included."""
+    for i, node in enumerate(nodes):
+        yield node, (*path, i)
+        if isinstance(node, GroupNode):
+            yield from _spec_paths(node.nodes, (*path, i, "nodes"))
+
+
+def _signature_problem(fn: Callable[..., Any], names: list[str]) -> str | None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        sig.bind(**dict.fromkeys(names))
+    except TypeError as exc:
+        return str(exc)
+    return None
+
+
+def _quiet_bindings(node: CompiledNode) -> list[Binding]:
+    """The bindings a node, its descendants and their results read; malformed ones are skipped (reported elsewhere)."""
+    found: list[Binding] = []
+    for n in [node, *_walk(node.children)]:
+        for value in [*n.inputs.values(), n.result]:
+            with contextlib.suppress(BindingSyntaxError):
+                found.extend(bindings_in(value))
+    return found
+
+
+def _enclosing(group: str | None, scope_of: dict[str, str | None]) -> list[str]:
+    """`group` and the groups around it."""
+    out: list[str] = []
+    while group is not None and group not in out:
+        out.append(group)
+        group = scope_of.get(group)
+    return out
+
+
+def _schema_types(schema: dict[str, Any]) -> set[str]:
+    t = schema.get("type")
+    if isinstance(t, str):
+        return {t}
+    return {x for x in t if isinstance(x, str)} if isinstance(t, list) else set()
 
 
 def _within(group: str | None, target_scope: str, scope_of: dict[str, str | None]) -> bool:

@@ -330,7 +330,15 @@ class Engine:
             try:
                 result = await self._call(call, on_event)
             except ModelCallError as exc:
-                usage = exc.usage_dict() if hasattr(exc, "usage_dict") else {}
+                if exc.requests or exc.input_tokens or exc.cost_usd is not None:
+                    # A failed call that reached the model is paid for: count what it used.
+                    self.runs.add_usage(
+                        run_id,
+                        input_tokens=exc.input_tokens,
+                        output_tokens=exc.output_tokens,
+                        cost=exc.cost_usd,
+                        simulated=exc.simulated,
+                    )
                 self.runs.append_event(
                     run_id,
                     "model_error",
@@ -338,10 +346,13 @@ class Engine:
                     {
                         "code": exc.code,
                         "message": exc.message,
-                        "outcome": outcome_class(exc.code),
+                        "outcome": exc.outcome,
                         "retryable": exc.retryable,
-                        "http_status": exc.http_status_code,
-                        **usage,
+                        "provider_status": exc.provider_status,
+                        "input_tokens": exc.input_tokens,
+                        "output_tokens": exc.output_tokens,
+                        "cost_usd": None if exc.cost_usd is None else str(exc.cost_usd),
+                        "cost_source": exc.cost_source,
                     },
                 )
                 if exc.retryable and attempt < retries:

@@ -1,6 +1,7 @@
 """Bindings: `$input.x`, `$<node>.out`, `$<node>.out.field`, `$context.x`.
 
-A binding is a string that starts with `$`. Any other value of an `inputs` mapping is a literal.
+A binding is a string that starts with `$`. Any other value of an `inputs` mapping is a literal;
+a literal text that starts with `$` is written with two: `$$5.00` is the text `$5.00`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-_BINDING = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z0-9_\-]+)*)$")
+_BINDING = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_\-]*)((?:\.[A-Za-z0-9_\-]+)*)$")
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class BindingSyntaxError(ValueError):
 
 
 def is_binding(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith("$")
+    return isinstance(value, str) and value.startswith("$") and not value.startswith("$$")
 
 
 def parse_binding(text: str) -> Binding:
@@ -86,4 +87,6 @@ def resolve(value: Any, scope: dict[str, Any]) -> Any:
         return {k: resolve(v, scope) for k, v in value.items()}
     if isinstance(value, list):
         return [resolve(v, scope) for v in value]
+    if isinstance(value, str) and value.startswith("$$"):
+        return value[1:]
     return value

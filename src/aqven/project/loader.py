@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from aqven.errors import ProjectError
 from aqven.project.diagnostics import Diagnostic, sort_key
 from aqven.project.paths import rel
-from aqven.project.schema import AgentSpec, Dataset, FlowSpec, ProjectConfig
+from aqven.project.schema import AgentSpec, Dataset, FlowSpec, ProjectConfig, is_identifier
 from aqven.project.yaml_source import PathKey, YamlDoc, read_yaml
 
 M = TypeVar("M", bound=BaseModel)
@@ -41,6 +41,11 @@ class Project:
     flows: dict[str, FlowSource] = field(default_factory=dict)
     docs: dict[str, YamlDoc] = field(default_factory=dict)  # relative file -> parsed doc
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    files: dict[tuple[str, str], str] = field(default_factory=dict)  # (agent|dataset|flow, id) -> relative file
+    failed: set[tuple[str, str]] = field(default_factory=set)  # (kind, id) whose file exists but did not load
+
+    def file_of(self, kind: str, item_id: str) -> str | None:
+        return self.files.get((kind, item_id))
 
     @property
     def package(self) -> str:
@@ -76,13 +81,18 @@ def _clean_loc(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:
     """Drop pydantic's union tags (the node kind) from an error location, keeping real keys."""
     out: list[str | int] = []
     current = data
+    tag_skipped = False
     for part in loc:
+        if isinstance(current, dict) and not tag_skipped and part in NODE_KINDS and current.get("kind") == part:
+            tag_skipped = True  # the tag of a node union, not a key (a code node also has a `code` key)
+            continue
         if (isinstance(current, dict) and part in current) or (
-            isinstance(current, list) and isinstance(part, int) and part < len(current)
+            isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
         ):
             out.append(part)
             current = current[part]
-        elif isinstance(part, str) and (part in NODE_KINDS or part.startswith("function-")):
+            tag_skipped = False
+        elif isinstance(part, str) and (part.startswith("function-") or part == "[key]"):
             continue
         else:
             out.append(part)
@@ -96,6 +106,25 @@ _CODES = {
     "union_tag_invalid": ("E_UNKNOWN_NODE_KIND", "kind is one of llm, code, call, group, human"),
     "union_tag_not_found": ("E_MISSING_KEY", "every node needs a kind: llm, code, call, group or human"),
     "string_pattern_mismatch": ("E_INVALID_ID", "ids use letters, digits, _ and -, and start with a letter or _"),
+    "reserved_id": ("E_INVALID_ID", "rename the node; input and context are reserved"),
+    "model_format": ("E_MODEL_INVALID", "write the model as provider:model, e.g. openrouter:openai/gpt-4.1-mini"),
+    "unknown_provider": (
+        "E_UNKNOWN_PROVIDER",
+        "providers: openrouter, openai, anthropic, mistral, groq, openai-compatible",
+    ),
+    "function_ref": ("E_FUNCTION_REF", "name a function as file.py:function, relative to the file that names it"),
+    "literal_error": ("E_INVALID_VALUE", "use one of the values the message lists"),
+}
+_RANGE_TYPES = {
+    "greater_than",
+    "greater_than_equal",
+    "less_than",
+    "less_than_equal",
+    "too_short",
+    "too_long",
+    "string_too_long",
+    "string_too_short",
+    "finite_number",
 }
 
 
@@ -106,32 +135,26 @@ def validation_diagnostics(err: ValidationError, doc: YamlDoc) -> list[Diagnosti
         etype = e["type"]
         if etype in _CODES:
             code, hint = _CODES[etype]
-        elif etype.endswith(("_type", "_parsing")) or etype in {
-            "model_type",
-            "dict_type",
-            "list_type",
-            "is_instance_of",
-        }:
+        elif etype.endswith(("_type", "_parsing")) or etype in ("is_instance_of", "int_from_float"):
             code, hint = "E_WRONG_TYPE", "give a value of the expected type"
-        elif etype in {
-            "greater_than",
-            "greater_than_equal",
-            "less_than",
-            "less_than_equal",
-            "too_short",
-            "too_long",
-            "string_too_long",
-            "string_too_short",
-        }:
+        elif etype in _RANGE_TYPES:
             code, hint = "E_VALUE_RANGE", "give a value inside the allowed range"
         else:
             code, hint = "E_INVALID_VALUE", "fix the value; see docs/reference/"
         where = ".".join(str(p) for p in loc) or "(file)"
         msg = e["msg"].removeprefix("Value error, ")
         if etype == "extra_forbidden":
-            msg = f"unknown key {loc[-1]!r}" if loc else "unknown key"
+            msg = f"unknown key {loc[-1]!r}" + (f" in {'.'.join(str(p) for p in loc[:-1])}" if len(loc) > 1 else "")
         elif etype == "missing":
             msg = f"missing key {where!r}"
+        elif etype == "union_tag_not_found":
+            msg = f"missing key {where + '.kind'!r}"
+        elif etype == "string_pattern_mismatch":
+            msg = f"{where}: {e.get('input')!r} is not a valid " + ("package name" if loc == ("package",) else "id")
+            if loc == ("package",):
+                hint = "package is a Python-style name: letters, digits and _, starting with a letter or _"
+        elif etype == "union_tag_invalid":
+            msg = f"{where}: unknown node kind {e.get('ctx', {}).get('tag', '?')!r}"
         else:
             msg = f"{where}: {msg}"
         line = doc.line_of(loc) if loc else doc.line_of(())
@@ -148,13 +171,22 @@ def load_model(project: Project, path: Path, model: type[M], extra: dict[str, An
         project.diagnostics.append(Diagnostic.from_error(exc))
         return None
     project.docs[file] = doc
-    if not isinstance(doc.data, dict):
+    if doc.data is None:
         project.error(
-            "E_WRONG_TYPE",
-            "the file must hold a YAML mapping",
+            "E_FILE_EMPTY",
+            "the file is empty",
             file=file,
             line=1,
-            hint="start the file with its keys, e.g. `model: ...`",
+            hint="write its keys; see docs/reference/project-files.md",
+        )
+        return None
+    if not isinstance(doc.data, dict):
+        project.error(
+            "E_NOT_MAPPING",
+            f"the file must hold a YAML mapping of keys, not {_yaml_kind(doc.data)}",
+            file=file,
+            line=1,
+            hint="write one `key: value` per line; see docs/reference/project-files.md",
         )
         return None
     data = dict(doc.data)
@@ -177,10 +209,55 @@ def load_model(project: Project, path: Path, model: type[M], extra: dict[str, An
         return None
 
 
+def _yaml_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "text"
+    return "a single value"
+
+
 def _yaml_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def _claim(project: Project, kind: str, item_id: str, file: str) -> bool:
+    """Register `file` as the source of `kind` `item_id`; False (with a diagnostic) when it cannot be."""
+    if not is_identifier(item_id):
+        project.error(
+            "E_INVALID_ID",
+            f"{kind} id {item_id!r} (from the name of {file!r}) is not a valid id",
+            file=file,
+            hint="rename it: ids use letters, digits, _ and -, start with a letter or _, at most 80 characters",
+        )
+        return False
+    other = project.files.get((kind, item_id))
+    if other is not None:
+        project.error(
+            "E_DUPLICATE_ID",
+            f"{kind} {item_id!r} is defined twice: {other} and {file}",
+            file=file,
+            hint="keep one of the two files",
+        )
+        return False
+    project.files[(kind, item_id)] = file
+    return True
+
+
+def _load_items(project: Project, kind: str, folder: Path, model: type[M]) -> dict[str, M]:
+    out: dict[str, M] = {}
+    for path in _yaml_files(folder):
+        file = rel(project.root, path)
+        if not _claim(project, kind, path.stem, file):
+            continue
+        item = load_model(project, path, model, {"id": path.stem})
+        if item is None:
+            project.failed.add((kind, path.stem))
+        else:
+            out[path.stem] = item
+    return out
 
 
 def load_flow_folder(project: Project, folder: Path, local_to: str | None = None) -> FlowSource | None:
@@ -195,8 +272,13 @@ def load_flow_folder(project: Project, folder: Path, local_to: str | None = None
             hint="add flow.yaml or remove the folder",
         )
         return None
+    if not _claim(
+        project, "flow" if local_to is None else f"flow of {local_to}", folder.name, rel(project.root, flow_file)
+    ):
+        return None
     spec = load_model(project, flow_file, FlowSpec, {"id": folder.name})
     if spec is None:
+        project.failed.add(("flow", folder.name))
         return None
     return FlowSource(spec=spec, folder=folder, doc=project.docs[rel(project.root, flow_file)], local_to=local_to)
 
@@ -219,14 +301,8 @@ def load_project(root: Path) -> Project:
     if config is not None:
         project.config = config
 
-    for path in _yaml_files(root / "agents"):
-        agent = load_model(project, path, AgentSpec, {"id": path.stem})
-        if agent is not None:
-            project.agents[path.stem] = agent
-    for path in _yaml_files(root / "datasets"):
-        dataset = load_model(project, path, Dataset, {"id": path.stem})
-        if dataset is not None:
-            project.datasets[path.stem] = dataset
+    project.agents = _load_items(project, "agent", root / "agents", AgentSpec)
+    project.datasets = _load_items(project, "dataset", root / "datasets", Dataset)
     flows_dir = root / "flows"
     if flows_dir.is_dir():
         for folder in sorted(p for p in flows_dir.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):

@@ -20,8 +20,17 @@ def inside(root: Path, base: Path, relative: str, *, file: str | None = None, li
             line=line,
             hint="name files relative to the file that uses them, inside the project",
         )
-    target = (base / relative).resolve()
-    root_resolved = root.resolve()
+    try:
+        target = (base / relative).resolve()
+        root_resolved = root.resolve()
+    except (OSError, ValueError, RuntimeError):
+        raise ProjectError(
+            f"{relative!r} is not a usable path",
+            code="E_PATH_INVALID",
+            file=file,
+            line=line,
+            hint="use a short relative path without control characters",
+        ) from None
     if target != root_resolved and root_resolved not in target.parents:
         raise ProjectError(
             f"path {relative!r} leaves the project",
@@ -33,10 +42,18 @@ def inside(root: Path, base: Path, relative: str, *, file: str | None = None, li
     return target
 
 
+def is_file(path: Path) -> bool:
+    """`path.is_file()`, but False instead of an error for names the system cannot even look up."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def rel(root: Path, path: Path) -> str:
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
+    except (OSError, ValueError, RuntimeError):
         return path.as_posix()
 
 

@@ -2,12 +2,17 @@
 
 Modules are loaded by file path under a name unique to the project folder, with the project root on
 `sys.path` so that a project's modules may import each other (`from sim import world`).
+
+A reference to a function is `path/to/file.py:function` (relative to the folder of the file that
+names it) or, for simulators and checks, also the module form `package.module:function`
+(relative to the project root).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -18,7 +23,34 @@ from typing import Any
 from aqven.errors import ProjectError
 
 _lock = threading.Lock()
-_cache: dict[tuple[str, float], ModuleType] = {}
+_cache: dict[tuple[str, int, int], ModuleType] = {}
+
+_FILE_REF = re.compile(r"^(?P<file>[^:]+\.py):(?P<fn>[A-Za-z_][A-Za-z0-9_]*)$")
+_MODULE_REF = re.compile(
+    r"^(?P<mod>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*):(?P<fn>[A-Za-z_][A-Za-z0-9_]*)$"
+)
+
+
+def parse_ref(ref: str, *, module_form: bool = False) -> tuple[str, str]:
+    """Split `file.py:function` (or `pkg.module:function` when `module_form`) into a relative path and a name.
+
+    Raises ValueError when `ref` is neither.
+    """
+    m = _FILE_REF.match(ref)
+    if m:
+        return m.group("file"), m.group("fn")
+    m = _MODULE_REF.match(ref) if module_form else None
+    if m:
+        return m.group("mod").replace(".", "/") + ".py", m.group("fn")
+    forms = "'path/file.py:function' or 'package.module:function'" if module_form else "'file.py:function'"
+    raise ValueError(f"a function is named {forms}; got {ref!r}")
+
+
+def _rel(root: Path, file: Path) -> str:
+    try:
+        return file.relative_to(root).as_posix()
+    except ValueError:
+        return str(file)
 
 
 def load_module(root: Path, file: Path) -> ModuleType:
@@ -26,34 +58,38 @@ def load_module(root: Path, file: Path) -> ModuleType:
     root = root.resolve()
     file = file.resolve()
     try:
-        mtime = file.stat().st_mtime
-    except OSError:
+        stat = file.stat()
+    except (OSError, ValueError):
         raise ProjectError(
             f"code file {file.name!r} does not exist",
             code="E_FILE_MISSING",
-            file=str(file.relative_to(root)) if root in file.parents else str(file),
+            file=_rel(root, file),
             hint="create the file or fix the path",
         ) from None
-    key = (str(file), mtime)
+    key = (str(file), stat.st_mtime_ns, stat.st_size)
     with _lock:
         if key in _cache:
             return _cache[key]
         tag = hashlib.sha1(str(root).encode()).hexdigest()[:10]
-        relmod = ".".join(file.relative_to(root).with_suffix("").parts)
-        name = f"aqven_project_{tag}.{relmod}"
+        relmod = "_".join("".join(c if c.isalnum() else "_" for c in part) for part in Path(_rel(root, file)).parts)
+        name = f"aqven_project_{tag}_{relmod}"
         if str(root) not in sys.path:
             sys.path.insert(0, str(root))
         spec = importlib.util.spec_from_file_location(name, file)
         if spec is None or spec.loader is None:
-            raise ProjectError(f"cannot load {file.name}", code="E_CODE_IMPORT", hint="is it a Python file?")
+            raise ProjectError(
+                f"cannot load {file.name}", code="E_CODE_IMPORT", file=_rel(root, file), hint="is it a Python file?"
+            )
         module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses and typing look the module up while it runs
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:  # the project's own code: any error is reported, never raised through
+        except (Exception, SystemExit) as exc:  # the project's own code: any error is reported, never raised through
+            sys.modules.pop(name, None)
             raise ProjectError(
-                f"importing {file.relative_to(root)} failed: {type(exc).__name__}: {exc}",
+                f"importing {_rel(root, file)} failed: {type(exc).__name__}: {exc}",
                 code="E_CODE_IMPORT",
-                file=str(file.relative_to(root)),
+                file=_rel(root, file),
                 line=_line_of(exc, file),
                 hint="fix the error in the module; it must import without side effects",
             ) from None
@@ -67,8 +103,11 @@ def _line_of(exc: BaseException, file: Path) -> int | None:
     tb = exc.__traceback__
     line = None
     while tb is not None:
-        if Path(tb.tb_frame.f_code.co_filename).resolve() == file:
-            line = tb.tb_lineno
+        try:
+            if Path(tb.tb_frame.f_code.co_filename).resolve() == file:
+                line = tb.tb_lineno
+        except (OSError, ValueError):
+            pass
         tb = tb.tb_next
     return line
 
@@ -80,7 +119,7 @@ def load_function(root: Path, file: Path, name: str) -> Callable[..., Any]:
         raise ProjectError(
             f"{file.name} has no function {name!r}",
             code="E_CODE_FUNCTION_MISSING",
-            file=str(file.resolve().relative_to(root.resolve())),
+            file=_rel(root.resolve(), file.resolve()),
             hint="define the function, or fix the name after the colon",
         )
     return fn  # type: ignore[no-any-return]

@@ -10,10 +10,18 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from aqven.project.pycode import parse_ref
 
 ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=80)]
 PROVIDERS = ("openrouter", "openai", "anthropic", "mistral", "groq", "openai-compatible")
+RESERVED_NODE_IDS = ("input", "context")  # `$input.x` and `$context.x` are not node outputs
+
+
+def is_identifier(text: str) -> bool:
+    return bool(re.match(ID_PATTERN, text)) and len(text) <= 80
 
 
 class Strict(BaseModel):
@@ -24,21 +32,14 @@ class Strict(BaseModel):
 
 
 class ResearchConfig(Strict):
-    spend_cap_usd: Decimal = Decimal("1.00")
+    spend_cap_usd: Annotated[Decimal, Field(gt=0, allow_inf_nan=False)] = Decimal("1.00")
 
     @field_validator("spend_cap_usd", mode="before")
     @classmethod
     def _money(cls, v: Any) -> Any:
         if isinstance(v, float):
             # Money is Decimal: a float in YAML is read through its shortest text, never its binary value.
-            return Decimal(repr(v))
-        return v
-
-    @field_validator("spend_cap_usd")
-    @classmethod
-    def _positive(cls, v: Decimal) -> Decimal:
-        if v <= 0:
-            raise ValueError("spend_cap_usd must be above 0")
+            return repr(v)
         return v
 
 
@@ -84,10 +85,19 @@ class AgentSpec(Strict):
     @classmethod
     def _model(cls, v: str) -> str:
         provider, sep, name = v.partition(":")
-        if not sep or not name:
-            raise ValueError(f"model must be 'provider:model', for example 'openrouter:openai/gpt-4.1-mini'; got {v!r}")
+        if not sep or not name.strip() or not provider:
+            msg = f"model must be 'provider:model', for example 'openrouter:openai/gpt-4.1-mini'; got {v!r}"
+            raise PydanticCustomError("model_format", "{msg}", {"msg": msg})
         if provider not in PROVIDERS:
-            raise ValueError(f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}")
+            msg = f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}"
+            raise PydanticCustomError("unknown_provider", "{msg}", {"msg": msg})
+        return v
+
+    @field_validator("simulator")
+    @classmethod
+    def _simulator(cls, v: str | None) -> str | None:
+        if v is not None:
+            _ref(v, module_form=True)
         return v
 
     @property
@@ -120,10 +130,26 @@ class Dataset(Strict):
 # ---- flows/<id>/flow.yaml -------------------------------------------------------------------------
 
 
+def _ref(v: str, *, module_form: bool = False) -> None:
+    try:
+        parse_ref(v, module_form=module_form)
+    except ValueError as exc:
+        raise PydanticCustomError("function_ref", "{msg}", {"msg": str(exc)}) from None
+
+
 class NodeBase(Strict):
     id: Identifier
     description: str | None = None
     inputs: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _not_reserved(cls, v: str) -> str:
+        if v in RESERVED_NODE_IDS:
+            raise PydanticCustomError(
+                "reserved_id", "{msg}", {"msg": f"{v!r} cannot be a node id: ${v}.x reads the flow's {v}"}
+            )
+        return v
 
 
 class LlmNode(NodeBase):
@@ -140,9 +166,8 @@ class CodeNode(NodeBase):
 
     @field_validator("code")
     @classmethod
-    def _ref(cls, v: str) -> str:
-        if not re.match(r"^[^:]+\.py:[A-Za-z_][A-Za-z0-9_]*$", v):
-            raise ValueError(f"code must be 'file.py:function'; got {v!r}")
+    def _code_ref(cls, v: str) -> str:
+        _ref(v)
         return v
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
 SCALARS = {"string", "integer", "number", "boolean", "null"}
 SCHEMA_KEYWORDS = {
     "type", "properties", "required", "items", "enum", "const", "minimum", "maximum",
@@ -58,6 +61,13 @@ def to_json_schema(spec: Any, path: tuple[str | int, ...] = ()) -> dict[str, Any
         return {"type": "array", "items": to_json_schema(spec[0], (*path, 0))}
     if isinstance(spec, dict):
         if is_json_schema(spec):
+            try:
+                Draft202012Validator.check_schema(spec)
+            except SchemaError as exc:
+                where = "/".join(str(p) for p in exc.path)
+                raise TypeSpecError(
+                    f"invalid JSON Schema{' at ' + where if where else ''}: {exc.message}", path
+                ) from None
             return dict(spec)
         props: dict[str, Any] = {}
         required: list[str] = []
@@ -65,6 +75,8 @@ def to_json_schema(spec: Any, path: tuple[str | int, ...] = ()) -> dict[str, Any
             k = str(key)
             optional = k.endswith("?") or (isinstance(value, str) and value.strip().endswith("?"))
             k = k.rstrip("?")
+            if not k:
+                raise TypeSpecError(f"a field needs a name, not {str(key)!r}", (*path, key))
             props[k] = to_json_schema(value, (*path, key))
             if not optional:
                 required.append(k)
@@ -74,32 +86,43 @@ def to_json_schema(spec: Any, path: tuple[str | int, ...] = ()) -> dict[str, Any
 
 def schema_at(schema: dict[str, Any], fields: list[str]) -> dict[str, Any] | None:
     """The schema of a field path inside `schema`; ANY when unknown; None when it cannot exist."""
-    current = schema
+    current = _as_schema(schema)
     for name in fields:
         if not current:
             return dict(ANY)
         types = _types(current)
+        if "array" in types and name.isdigit():
+            current = _as_schema(current.get("items"))
+            continue
         if "object" not in types:
             return None if types else dict(ANY)
         props = current.get("properties")
-        if props is None:
+        if not isinstance(props, dict):
             return dict(ANY)
         if name not in props:
             extra = current.get("additionalProperties", False)
             return dict(ANY) if extra not in (False, None) else None
-        current = props[name]
+        current = _as_schema(props[name])
     return current
 
 
-def _types(schema: dict[str, Any]) -> set[str]:
-    t = schema.get("type")
-    if t is None:
-        return set()
-    return {t} if isinstance(t, str) else set(t)
+def _as_schema(value: Any) -> dict[str, Any]:
+    """A JSON Schema as a mapping; boolean and malformed schemas are read as `any`."""
+    return value if isinstance(value, dict) else dict(ANY)
 
 
-def compatible(source: dict[str, Any], target: dict[str, Any]) -> bool:
+def _types(schema: Any) -> set[str]:
+    t = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(t, str):
+        return {t}
+    if isinstance(t, list):
+        return {x for x in t if isinstance(x, str)}
+    return set()
+
+
+def compatible(source: Any, target: Any) -> bool:
     """Whether a value of schema `source` may flow into a slot of schema `target` (shallow check)."""
+    source, target = _as_schema(source), _as_schema(target)
     s, t = _types(source), _types(target)
     if not s or not t:
         return True
@@ -108,25 +131,35 @@ def compatible(source: dict[str, Any], target: dict[str, Any]) -> bool:
     if not (s - {"null"}) <= t and not (s <= t):
         return False
     if "object" in s and "object" in t:
-        sp, tp = source.get("properties") or {}, target.get("properties") or {}
-        for name in target.get("required", []):
+        sp, tp = _props(source), _props(target)
+        required = target.get("required")
+        for name in required if isinstance(required, list) else []:
             if name in tp and sp and name not in sp:
                 return False
             if name in sp and name in tp and not compatible(sp[name], tp[name]):
                 return False
     if "array" in s and "array" in t:
-        return compatible(source.get("items") or {}, target.get("items") or {})
+        return compatible(_as_schema(source.get("items")), _as_schema(target.get("items")))
     return True
 
 
-def describe(schema: dict[str, Any]) -> str:
+def _props(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return {}
+    return {str(k): _as_schema(v) for k, v in props.items()}
+
+
+def describe(schema: Any) -> str:
     """A short human name of a schema, for messages."""
-    t = schema.get("type")
-    if t is None:
+    schema = _as_schema(schema)
+    types = sorted(_types(schema))
+    if not types:
         return "any"
-    if t == "array":
-        return f"[{describe(schema.get('items') or {})}]"
-    if t == "object":
-        props = schema.get("properties") or {}
-        return "{" + ", ".join(f"{k}: {describe(v)}" for k, v in props.items()) + "}"
-    return t if isinstance(t, str) else "|".join(t)
+    if types == ["array"]:
+        return f"[{describe(_as_schema(schema.get('items')))}]"
+    if types == ["object"]:
+        return "{" + ", ".join(f"{k}: {describe(v)}" for k, v in _props(schema).items()) + "}"
+    if len(types) == 2 and "null" in types:
+        return f"{next(t for t in types if t != 'null')}?"
+    return "|".join(types)

@@ -15,6 +15,9 @@ import yaml
 from aqven.errors import ProjectError
 
 PathKey = tuple[str | int, ...]
+MAX_DEPTH = 64  # nesting levels; deeper documents are refused rather than overflowing the stack
+MAX_NODES = 100_000
+_SEQ_TAG, _MAP_TAG = "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"  # values after expanding aliases; refuses "billion laughs" documents
 
 
 @dataclass
@@ -35,68 +38,144 @@ class YamlDoc:
         return self.lines.get((), 1)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+# libyaml's parser when present: large datasets load about ten times faster than with the pure-Python one.
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _UniqueKeyLoader(_BaseLoader):  # type: ignore[valid-type,misc]
     """SafeLoader that refuses duplicate keys instead of silently keeping the last."""
 
 
-def _walk(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], loader: yaml.SafeLoader, file: str) -> Any:
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[Any, Any] = {}
-        loader.flatten_mapping(node)
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
-            if not isinstance(key, str | int | bool | float) or isinstance(key, bool):
-                key = str(key)
-            if key in out:
-                raise ProjectError(
-                    f"duplicate key {key!r}",
-                    code="E_YAML_DUPLICATE_KEY",
-                    file=file,
-                    line=key_node.start_mark.line + 1,
-                    hint="each key may appear once in a mapping; remove or rename one of them",
-                )
-            lines[(*path, key)] = key_node.start_mark.line + 1
-            out[key] = _walk(value_node, (*path, key), lines, loader, file)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_walk(item, (*path, i), lines, loader, file) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)  # type: ignore[no-untyped-call]
+class _Walker:
+    def __init__(self, loader: yaml.SafeLoader, file: str) -> None:
+        self.loader, self.file = loader, file
+        self.lines: dict[PathKey, int] = {}
+        self.count = 0
+        self.active: set[int] = set()
+
+    def _fail(self, message: str, node: yaml.Node, hint: str, code: str = "E_YAML_SYNTAX") -> ProjectError:
+        return ProjectError(message, code=code, file=self.file, line=node.start_mark.line + 1, hint=hint)
+
+    def walk(self, node: yaml.Node, path: PathKey) -> Any:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise self._fail(
+                f"the document expands to more than {MAX_NODES} values", node, "use fewer aliases (*name) or split it"
+            )
+        if len(path) > MAX_DEPTH:
+            raise self._fail(f"values are nested more than {MAX_DEPTH} levels deep", node, "flatten the structure")
+        if id(node) in self.active:
+            raise self._fail("an alias refers to a value that contains it", node, "remove the recursive alias (*name)")
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            return self.loader.construct_object(node, deep=True)  # type: ignore[no-untyped-call]
+        if node.tag not in (_SEQ_TAG, _MAP_TAG):
+            raise self._fail(f"unsupported YAML tag {node.tag!r}", node, "remove the tag (the part that starts with !)")
+        self.active.add(id(node))
+        try:
+            if isinstance(node, yaml.SequenceNode):
+                return [self.walk(item, (*path, i)) for i, item in enumerate(node.value)]
+            out: dict[Any, Any] = {}
+            self.loader.flatten_mapping(node)
+            for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise self._fail(
+                        "a key must be a plain value, not a list or mapping", key_node, "use a name as key"
+                    )
+                key = self.loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+                if not isinstance(key, str | int) or isinstance(key, bool):
+                    key = str(key)
+                if key in out:
+                    raise self._fail(
+                        f"duplicate key {key!r}",
+                        key_node,
+                        "each key may appear once in a mapping; remove or rename one of them",
+                        code="E_YAML_DUPLICATE_KEY",
+                    )
+                self.lines[(*path, key)] = key_node.start_mark.line + 1
+                out[key] = self.walk(value_node, (*path, key))
+            return out
+        finally:
+            self.active.discard(id(node))
+
+
+def _syntax_hint(problem: str, context: str) -> str:
+    if "\\t" in problem or "\t" in problem:
+        return "indent with spaces; YAML does not allow tab characters here"
+    if "'?'" in problem and "flow mapping" in context:
+        return 'inside {...} quote a type that ends in "?", for example {tier: "string?"}, or use block style'
+    if "mapping values are not allowed" in problem:
+        return "a value that contains ': ' must be quoted"
+    return "check indentation, colons and quotes near this line"
 
 
 def parse_yaml(text: str, file: str) -> YamlDoc:
-    """Parse YAML text; syntax errors become `E_YAML_SYNTAX` with the line."""
-    loader = _UniqueKeyLoader(text)
+    """Parse YAML text; syntax errors become `E_YAML_SYNTAX` with the line. Never raises anything else."""
+    try:
+        loader = _UniqueKeyLoader(text)
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(exc, text, file) from None
     try:
         node = loader.get_single_node()
-        lines: dict[PathKey, int] = {}
-        data = None if node is None else _walk(node, (), lines, loader, file)
+        walker = _Walker(loader, file)
+        data = None if node is None else walker.walk(node, ())
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        problem, context = str(exc.problem or ""), str(exc.context or "")
         raise ProjectError(
-            f"YAML syntax error: {exc.problem or exc.context or 'cannot parse'}",
+            f"YAML syntax error: {problem or context or 'cannot parse'}",
             code="E_YAML_SYNTAX",
             file=file,
             line=(mark.line + 1) if mark else None,
-            hint="check indentation, colons and quotes near this line",
+            hint=_syntax_hint(problem, context),
         ) from None
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(exc, text, file) from None
     except yaml.YAMLError as exc:
-        raise ProjectError(f"YAML error: {exc}", code="E_YAML_SYNTAX", file=file, hint="fix the YAML syntax") from None
+        raise ProjectError(
+            f"YAML error: {exc}".splitlines()[0], code="E_YAML_SYNTAX", file=file, hint="fix the YAML syntax"
+        ) from None
+    except RecursionError:
+        raise ProjectError(
+            "YAML syntax error: the document is nested too deeply",
+            code="E_YAML_SYNTAX",
+            file=file,
+            hint="flatten the structure",
+        ) from None
     finally:
         loader.dispose()  # type: ignore[no-untyped-call]
-    return YamlDoc(file=file, data=data, lines=lines)
+    return YamlDoc(file=file, data=data, lines=walker.lines)
+
+
+def _reader_error(exc: yaml.reader.ReaderError, text: str, file: str) -> ProjectError:
+    position = max(0, min(int(exc.position), len(text)))
+    return ProjectError(
+        f"the file contains a character YAML does not allow (code point {exc.character:#x})",
+        code="E_YAML_SYNTAX",
+        file=file,
+        line=text.count("\n", 0, position) + 1,
+        hint="remove control characters such as NUL from the file",
+    )
 
 
 def read_yaml(path: Path, rel: str) -> YamlDoc:
     """Read and parse a YAML file; unreadable files become `E_FILE_UNREADABLE`."""
     try:
         text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
+    except UnicodeDecodeError as exc:
+        raw = exc.object if isinstance(exc.object, bytes) else b""
         raise ProjectError(
-            "file is not UTF-8 text", code="E_FILE_UNREADABLE", file=rel, hint="save the file as UTF-8"
+            "file is not UTF-8 text",
+            code="E_FILE_UNREADABLE",
+            file=rel,
+            line=raw.count(b"\n", 0, exc.start) + 1,
+            hint="save the file as UTF-8",
         ) from None
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         raise ProjectError(
-            f"cannot read file: {exc.strerror}", code="E_FILE_UNREADABLE", file=rel, hint="check the path"
+            f"cannot read file: {getattr(exc, 'strerror', None) or exc}",
+            code="E_FILE_UNREADABLE",
+            file=rel,
+            hint="check the path and its permissions",
         ) from None
     return parse_yaml(text, rel)

@@ -1,0 +1,3 @@
+from aqven.cli.main import main
+
+main()

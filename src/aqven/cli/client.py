@@ -1,0 +1,66 @@
+"""A small JSON client of the project server for the CLI (the server starts when none runs)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from aqven.errors import AqvenError, ServerError
+from aqven.server.lifecycle import HOST, ensure_server
+
+
+class Client:
+    def __init__(self, root: Path, *, start: bool = True) -> None:
+        self.root = root
+        self.port = ensure_server(root) if start else 0
+
+    @property
+    def base(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def request(
+        self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None, timeout: float = 600.0
+    ) -> Any:
+        url = self.base + path
+        if query:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            raise _error_from(exc) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ServerError(
+                f"cannot reach the project server at {self.base}: {exc}",
+                hint="see .aqven/server.log; `aqven serve` runs it in the foreground",
+            ) from None
+        return json.loads(raw) if raw else None
+
+    def get(self, path: str, **query: Any) -> Any:
+        return self.request("GET", path, query=query)
+
+    def post(self, path: str, body: Any = None, **query: Any) -> Any:
+        return self.request("POST", path, body if body is not None else {}, query=query)
+
+
+def _error_from(exc: urllib.error.HTTPError) -> AqvenError:
+    try:
+        payload = json.loads(exc.read())
+        err = payload.get("error") or {}
+    except (ValueError, AttributeError):
+        err = {}
+    return AqvenError(
+        err.get("message") or f"HTTP {exc.code}",
+        code=err.get("code") or f"HTTP_{exc.code}",
+        hint=err.get("hint", ""),
+        file=err.get("file"),
+        line=err.get("line"),
+        details=err.get("details"),
+        http_status=exc.code,
+    )

@@ -1,0 +1,196 @@
+"""The `aqven` command: a thin client of the project server, plus `init`, `check` and `serve`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from aqven.cli.render import console, err_console, run_summary, show_error
+from aqven.errors import AqvenError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="AQVEN: make LLM flows reliable in rounds.",
+)
+prices_app = typer.Typer(no_args_is_help=True, help="Model price list.")
+app.add_typer(prices_app, name="prices")
+
+RootOpt = Annotated[Path | None, typer.Option("--root", help="the project folder (default: found from here)")]
+
+
+def fail(err: AqvenError, code: int = 2) -> NoReturn:
+    show_error(err.to_dict())
+    raise typer.Exit(code)
+
+
+def project_root(root: Path | None) -> Path:
+    from aqven.project.paths import find_root
+
+    found = (root.resolve() if (root / "aqven.yaml").is_file() else None) if root else find_root(Path.cwd())
+    if found is None:
+        fail(
+            AqvenError(
+                "no AQVEN project here (no aqven.yaml in this folder or above)",
+                code="PROJECT_NOT_FOUND",
+                hint="cd into a project, pass --root, or create one with `aqven init DIR`",
+            )
+        )
+    return found
+
+
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="folder to create")],
+    package: Annotated[str | None, typer.Option(help="package name; the salt of the dev/holdout split")] = None,
+) -> None:
+    """Create the showcase project in DIRECTORY."""
+    from aqven.project.init import init_project
+
+    try:
+        target = init_project(directory, package)
+    except AqvenError as err:
+        fail(err)
+    console.print(f"created the showcase project in {target}")
+    console.print(
+        f"next: cd {directory} && aqven check && aqven run support_case --case strip_flicker_credit --simulate"
+    )
+
+
+@app.command()
+def check(
+    as_json: Annotated[bool, typer.Option("--json", help="print diagnostics as JSON")] = False,
+    root: RootOpt = None,
+) -> None:
+    """Validate the project's files; exit 1 on errors."""
+    from aqven.engine.check import check_project
+
+    _project, diagnostics = check_project(project_root(root))
+    errors = sum(d.severity == "error" for d in diagnostics)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "ok": errors == 0,
+                    "errors": errors,
+                    "warnings": len(diagnostics) - errors,
+                    "diagnostics": [d.model_dump() for d in diagnostics],
+                }
+            )
+        )
+    else:
+        for d in diagnostics:
+            (err_console if d.severity == "error" else console).print(d.render(), markup=False)
+        summary = f"{errors} error(s), {len(diagnostics) - errors} warning(s)"
+        console.print(("[red]" if errors else "[green]") + summary + ("[/red]" if errors else "[/green]"))
+    raise typer.Exit(1 if errors else 0)
+
+
+@app.command()
+def run(
+    flow: Annotated[str, typer.Argument(help="the flow to run")],
+    case: Annotated[str | None, typer.Option(help="a dataset case to run on")] = None,
+    dataset: Annotated[str | None, typer.Option(help="the dataset of --case, when names repeat")] = None,
+    input_json: Annotated[str | None, typer.Option("--input", help="the flow's input as JSON")] = None,
+    from_node: Annotated[str | None, typer.Option("--from", help="first top-level node to run")] = None,
+    to_node: Annotated[str | None, typer.Option("--to", help="last top-level node to run")] = None,
+    simulate: Annotated[bool, typer.Option("--simulate", help="answer with the agents' simulators")] = False,
+    seed: Annotated[int | None, typer.Option(help="seed for simulators")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the run as JSON")] = False,
+    root: RootOpt = None,
+) -> None:
+    """Run FLOW on a case or an input and print its trace summary (exit 0 done, 1 failed, 4 waiting)."""
+    from aqven.cli.client import Client
+
+    if (case is None) == (input_json is None):
+        fail(
+            AqvenError(
+                "give exactly one of --case or --input",
+                code="VALIDATION_ERROR",
+                hint="aqven run support_case --case strip_flicker_credit",
+            )
+        )
+    body: dict[str, Any] = {"flow_id": flow, "simulate": simulate, "wait": True, "wait_seconds": 600}
+    if case is not None:
+        body["case"] = case
+    if dataset is not None:
+        body["dataset_id"] = dataset
+    if input_json is not None:
+        try:
+            body["input"] = json.loads(input_json)
+        except json.JSONDecodeError as exc:
+            fail(
+                AqvenError(
+                    f"--input is not valid JSON: {exc.msg} at column {exc.colno}",
+                    code="VALIDATION_ERROR",
+                    hint="""quote it for the shell: --input '{"ticket": "..."}'""",
+                )
+            )
+    for key, value in (("from_node", from_node), ("to_node", to_node), ("seed", seed)):
+        if value is not None:
+            body[key] = value
+    try:
+        client = Client(project_root(root))
+        record = client.post("/api/runs", body)
+        events = client.get(f"/api/runs/{record['id']}/events", limit=5000)
+    except AqvenError as err:
+        fail(err, 1 if err.http_status in (404, 409, 422) else 2)
+    if as_json:
+        print(json.dumps(record))
+    else:
+        run_summary(record, events)
+    raise typer.Exit({"done": 0, "failed": 1, "waiting_human": 4}.get(record["status"], 1))
+
+
+@app.command()
+def serve(
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free one)")] = 0,
+    root: RootOpt = None,
+) -> None:
+    """Run the project server in the foreground."""
+    from aqven.server.lifecycle import serve as run_server
+
+    try:
+        run_server(project_root(root), port)
+    except AqvenError as err:
+        fail(err)
+
+
+@prices_app.command("update")
+def prices_update() -> None:
+    """Refresh the cached OpenRouter model price list (needs the network)."""
+    import asyncio
+
+    from aqven.models.pricing import update_price_list
+
+    try:
+        count = asyncio.run(update_price_list())
+    except AqvenError as err:
+        fail(err)
+    console.print(f"cached prices of {count} models")
+
+
+@app.command()
+def demo(
+    directory: Annotated[Path, typer.Option("--dir", help="where to create the demo project")] = Path("aqven-demo"),
+) -> None:
+    """The offline demo: the showcase project on simulated models."""
+    from aqven.cli.demo import run_demo
+
+    try:
+        run_demo(directory)
+    except AqvenError as err:
+        fail(err, 1)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)

@@ -1,0 +1,1 @@
+"""AQVEN engine layer."""

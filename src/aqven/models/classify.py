@@ -1,0 +1,219 @@
+"""Turn whatever a pydantic-ai run raised into an outcome code (DESIGN §5).
+
+| raised | code | class | retryable |
+|---|---|---|---|
+| output retries exhausted, last problem broken JSON | MODEL_INVALID_JSON | model_failure | no |
+| output retries exhausted, last problem the schema | MODEL_SCHEMA_MISMATCH | model_failure | no |
+| output retries exhausted otherwise (no output, token limit) | MODEL_RETRIES_EXHAUSTED | model_failure | no |
+| output cut off by max_tokens inside a tool call | MODEL_INVALID_JSON | model_failure | no |
+| 400/422 naming an invalid or unsupported output schema | OUTPUT_SCHEMA_REJECTED | model_failure | no |
+| refusal, content filter | MODEL_REFUSAL | model_failure | no |
+| 429 | PROVIDER_RATE_LIMITED (retry_after) | infra | yes |
+| 5xx, 408/409/425, connection error, garbled response | PROVIDER_ERROR | infra | yes |
+| other 4xx (auth, quota, not found, rejected request) | PROVIDER_ERROR | infra | no |
+| no response within timeout_s | MODEL_TIMEOUT | infra | yes |
+| headers arrived, then no byte for stall_timeout_s | MODEL_STREAM_STALLED | infra | yes |
+| the simulator raised; pydantic-ai usage error | CODE_ERROR | infra | no |
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic_core
+from pydantic_ai import exceptions as pa
+from pydantic_ai.messages import ModelMessage, ModelRequest, RetryFeedbackPart, ToolReturnPart
+
+from aqven.models import outcomes as oc
+from aqven.models.outcomes import OutcomeCode
+from aqven.models.outputs import SCHEMA_MISMATCH_PREFIX
+from aqven.models.simulate import SimulatorCrashed
+from aqven.models.wire import WireState
+from aqven.project.schema import AgentSpec
+
+_SCHEMA_REJECTED = re.compile(
+    r"invalid[_ ]json[_ ]schema|invalid[_ ]function[_ ]parameters|invalid schema for"
+    r"|schema.{0,40}(too (complex|large|many)|not supported|unsupported|exceeds)"
+    r"|(response_format|json_schema|output schema).{0,60}(not supported|unsupported|invalid)",
+    re.IGNORECASE,
+)
+_EXHAUSTED = ("exceeded maximum output retries", "exceeded max retries count")
+
+
+@dataclass(frozen=True)
+class Failure:
+    code: OutcomeCode
+    message: str
+    retryable: bool = False
+    retry_after: float | None = None
+    provider_status: int | None = None
+    hint: str = ""
+
+
+def _short(text: object, limit: int = 400) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _body_text(exc: pa.ModelAPIError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            parts = [str(error.get(k)) for k in ("message", "code", "type", "param") if error.get(k)]
+            if parts:
+                return " ".join(parts)
+    return str(body) if body is not None else exc.message
+
+
+def classify(
+    exc: BaseException, *, state: WireState, agent: AgentSpec, messages: Sequence[ModelMessage], simulated: bool
+) -> Failure:
+    who = agent.model
+    if isinstance(exc, oc.ModelCallError):
+        return Failure(exc.code, exc.message, exc.retryable, exc.retry_after, exc.provider_status, exc.hint)  # type: ignore[arg-type]
+    if isinstance(exc, SimulatorCrashed):
+        return Failure(
+            oc.CODE_ERROR,
+            f"the simulator of agent {agent.id or who!r} ({agent.simulator}) failed: {_short(exc)}",
+            hint="fix the simulator function; it must return a SimReply",
+        )
+    if isinstance(exc, pa.ContentFilterError):
+        return Failure(oc.MODEL_REFUSAL, f"{who} refused to answer: {_short(exc.message)}")
+    if isinstance(exc, pa.UnexpectedModelBehavior):
+        return _unexpected(exc, who, messages)
+    if isinstance(exc, pa.ModelRequestTimeout):
+        return Failure(
+            oc.MODEL_TIMEOUT,
+            f"{who} did not answer within timeout_s={agent.settings.timeout_s:g}s",
+            retryable=True,
+            hint="raise settings.timeout_s in the agent file if the model is just slow",
+        )
+    if isinstance(exc, pa.ModelTimeoutError):
+        if state.headers_received and state.stall_timeout_s is not None:
+            return Failure(
+                oc.MODEL_STREAM_STALLED,
+                f"{who} started answering, then sent nothing for stall_timeout_s={state.stall_timeout_s:g}s",
+                retryable=True,
+            )
+        return Failure(
+            oc.MODEL_TIMEOUT,
+            f"{who} did not answer within timeout_s={agent.settings.timeout_s:g}s",
+            retryable=True,
+            hint="raise settings.timeout_s in the agent file if the model is just slow",
+        )
+    if isinstance(exc, pa.ModelAPIError):
+        return _api_error(exc, agent)
+    if isinstance(exc, pa.UserError):
+        return Failure(oc.CODE_ERROR, f"{who} cannot be called as configured: {_short(exc.message)}")
+    if simulated:
+        return Failure(oc.CODE_ERROR, f"simulated call of {who} failed: {type(exc).__name__}: {_short(exc)}")
+    return Failure(oc.PROVIDER_ERROR, f"{who} failed: {type(exc).__name__}: {_short(exc)}")
+
+
+def _api_error(exc: pa.ModelAPIError, agent: AgentSpec) -> Failure:
+    who = agent.model
+    status = exc.status_code if isinstance(exc, pa.ModelHTTPError) else None
+    detail = _short(_body_text(exc))
+    where = f"HTTP {status}" if status is not None else type(exc).__name__
+    if isinstance(exc, pa.ModelRateLimitError) or status == 429:
+        after = exc.retry_after
+        wait = f", retry after {after:g}s" if after is not None else ""
+        return Failure(
+            oc.PROVIDER_RATE_LIMITED,
+            f"{who} is rate limited by the provider ({where}{wait})",
+            retryable=True,
+            retry_after=after,
+            provider_status=status,
+        )
+    if isinstance(exc, pa.ModelConnectionError):
+        return Failure(oc.PROVIDER_ERROR, f"{who}: cannot reach the provider: {detail}", retryable=True)
+    if isinstance(exc, pa.ModelRequestRejectedError) and _SCHEMA_REJECTED.search(detail):
+        return Failure(
+            oc.OUTPUT_SCHEMA_REJECTED,
+            f"the provider rejected the output schema for {who} ({where}): {detail}",
+            provider_status=status,
+            hint="simplify the output type, or try another output_mode",
+        )
+    if isinstance(exc, pa.ModelAuthenticationError):
+        return Failure(
+            oc.PROVIDER_ERROR,
+            f"the provider rejected the key for {who} ({where}): {detail}",
+            provider_status=status,
+            hint="check the API key and that it may use this model",
+        )
+    if isinstance(exc, pa.ModelServerError | pa.ModelUnavailableError):
+        return Failure(oc.PROVIDER_ERROR, f"{who}: provider error ({where}): {detail}", True, None, status)
+    retryable = status is None or status >= 500 or status in (408, 409, 425)
+    if isinstance(exc, pa.ModelQuotaExceededError | pa.ModelRequestRejectedError):
+        retryable = False
+    return Failure(oc.PROVIDER_ERROR, f"{who}: provider error ({where}): {detail}", retryable, None, status)
+
+
+def _unexpected(exc: pa.UnexpectedModelBehavior, who: str, messages: Sequence[ModelMessage]) -> Failure:
+    if isinstance(exc, pa.IncompleteToolCall):
+        return Failure(oc.MODEL_INVALID_JSON, f"{who} was cut off mid-output by max_tokens: {_short(exc.message)}")
+    if isinstance(exc, pa.OutputTokenLimitExceeded):
+        return Failure(oc.MODEL_RETRIES_EXHAUSTED, f"{who} produced no output within max_tokens")
+    if any(marker in exc.message.lower() for marker in _EXHAUSTED):
+        kind, detail = _last_problem(exc, messages)
+        code: OutcomeCode = {
+            "invalid_json": oc.MODEL_INVALID_JSON,
+            "schema_mismatch": oc.MODEL_SCHEMA_MISMATCH,
+        }.get(kind, oc.MODEL_RETRIES_EXHAUSTED)  # type: ignore[assignment]
+        return Failure(code, f"{who} failed its output type after its retries ({kind}): {detail}")
+    return Failure(oc.PROVIDER_ERROR, f"{who}: unusable response: {_short(exc.message)}", retryable=True)
+
+
+# ---- output retries -----------------------------------------------------------------------------
+
+
+def _problem_of_content(content: Any) -> tuple[str, str]:
+    if isinstance(content, list):
+        types = [str(e.get("type", "")) for e in content if isinstance(e, dict)]
+        msgs = [str(e.get("msg", "")) for e in content if isinstance(e, dict)]
+        kind = "invalid_json" if "json_invalid" in types else "schema_mismatch"
+        return kind, _short("; ".join(msgs) or content)
+    text = str(content)
+    if text.startswith(SCHEMA_MISMATCH_PREFIX):
+        return "schema_mismatch", _short(text)
+    return "other", _short(text)
+
+
+def _problem_of_part(part: RetryFeedbackPart | ToolReturnPart) -> tuple[str, str]:
+    if isinstance(part, RetryFeedbackPart) and part.retry.cause == "no_output":
+        return "no_output", _short(part.content)
+    return _problem_of_content(part.content)
+
+
+def _retry_parts(messages: Sequence[ModelMessage]) -> list[RetryFeedbackPart | ToolReturnPart]:
+    out: list[RetryFeedbackPart | ToolReturnPart] = []
+    for m in messages:
+        if isinstance(m, ModelRequest):
+            for p in m.parts:
+                if isinstance(p, RetryFeedbackPart) or (isinstance(p, ToolReturnPart) and p.outcome == "retried"):
+                    out.append(p)
+    return out
+
+
+def retry_events(messages: Sequence[ModelMessage]) -> list[tuple[str, str]]:
+    """(reason, message) for every output retry in the history: invalid_json, schema_mismatch, no_output, other."""
+    return [_problem_of_part(p) for p in _retry_parts(messages)]
+
+
+def _last_problem(exc: BaseException, messages: Sequence[ModelMessage]) -> tuple[str, str]:
+    """What made the last attempt fail: the exhausting error's cause first, else the last retry in history."""
+    cause = exc.__cause__
+    if isinstance(cause, pa.ToolRetryError):
+        return _problem_of_part(cause.tool_retry)
+    if isinstance(cause, pydantic_core.ValidationError):
+        return _problem_of_content(cause.errors(include_url=False))
+    if isinstance(cause, pa.ModelRetry):
+        return _problem_of_content(cause.message)
+    parts = _retry_parts(messages)
+    if parts:
+        return _problem_of_part(parts[-1])
+    return "other", _short(exc)

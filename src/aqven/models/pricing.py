@@ -1,0 +1,231 @@
+"""What a model call cost, in `Decimal` only, and where the price came from.
+
+The chain (spec, "What a series costs"):
+
+1. ``provider`` — the provider's own report (OpenRouter's ``usage.cost``, or the same field from an
+   OpenAI-compatible server), summed over the call's requests;
+2. ``openrouter_list`` — OpenRouter's public model list, cached in a file in the ``/api/v1/models``
+   format (``AQVEN_PRICES_FILE``, else ``~/.cache/aqven/openrouter-models.json``), refreshed by
+   ``aqven prices update`` when the network allows, never required;
+3. ``genai_prices`` — the table bundled with genai-prices;
+4. ``unknown`` — no price: the cost is None and the spend is a lower bound.
+
+Simulated calls skip step 1 and are priced like the real model for the same tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Final
+
+from aqven.errors import AqvenError
+from aqven.models.outcomes import CostSource
+
+OPENROUTER_MODELS_URL: Final = "https://openrouter.ai/api/v1/models"
+# The prefix a provider's models have in OpenRouter's list.
+LIST_PREFIX: Final[dict[str, str]] = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "mistral": "mistralai",
+    "groq": "groq",
+}
+# genai-prices' provider ids.
+GENAI_PROVIDER: Final[dict[str, str]] = {
+    "openrouter": "openrouter",
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "mistral": "mistral",
+    "groq": "groq",
+}
+
+
+@dataclass(frozen=True)
+class Price:
+    cost_usd: Decimal | None
+    source: CostSource
+
+
+@dataclass(frozen=True)
+class ListPrice:
+    prompt: Decimal  # USD per input token
+    completion: Decimal  # USD per output token
+    request: Decimal = Decimal(0)  # USD per request
+
+    def cost(self, input_tokens: int, output_tokens: int, requests: int) -> Decimal:
+        return self.prompt * input_tokens + self.completion * output_tokens + self.request * requests
+
+
+def prices_file() -> Path:
+    env = os.environ.get("AQVEN_PRICES_FILE")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "aqven" / "openrouter-models.json"
+
+
+_lock = threading.Lock()
+_list_cache: dict[tuple[str, float], dict[str, ListPrice]] = {}
+
+
+def load_price_list(path: Path | None = None) -> dict[str, ListPrice]:
+    """Model id → price from a cached OpenRouter model list; empty when the file is missing or unreadable."""
+    path = path or prices_file()
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return {}
+    key = (str(path), mtime)
+    with _lock:
+        cached = _list_cache.get(key)
+        if cached is not None:
+            return cached
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    prices = parse_price_list(data)
+    with _lock:
+        _list_cache.clear()
+        _list_cache[key] = prices
+    return prices
+
+
+def parse_price_list(data: Any) -> dict[str, ListPrice]:
+    out: dict[str, ListPrice] = {}
+    rows = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        return out
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+            continue
+        pricing = row.get("pricing")
+        if not isinstance(pricing, dict):
+            continue
+        prompt, completion = _price(pricing.get("prompt")), _price(pricing.get("completion"))
+        if prompt is None or completion is None:
+            continue  # missing, or "-1" for routers whose price depends on the routed model
+        out[row["id"]] = ListPrice(prompt, completion, _price(pricing.get("request")) or Decimal(0))
+    return out
+
+
+def _price(value: Any) -> Decimal | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    try:
+        out = Decimal(str(value))
+    except InvalidOperation:
+        return None
+    return out if out.is_finite() and out >= 0 else None
+
+
+def list_ids(provider: str, names: Iterable[str]) -> list[str]:
+    """The ids to look up in OpenRouter's list for a provider's model names."""
+    ids: list[str] = []
+    for name in names:
+        if provider in ("openrouter", "openai-compatible"):
+            candidates = [name]
+        elif provider in LIST_PREFIX:
+            candidates = [f"{LIST_PREFIX[provider]}/{name}"]
+        else:
+            candidates = []
+        ids.extend(c for c in candidates if c and c not in ids)
+    return ids
+
+
+def list_price(
+    provider: str, names: Sequence[str], input_tokens: int, output_tokens: int, requests: int
+) -> Decimal | None:
+    prices = load_price_list()
+    for model_id in list_ids(provider, names):
+        if (price := prices.get(model_id)) is not None:
+            return price.cost(input_tokens, output_tokens, requests)
+    return None
+
+
+def genai_price(provider: str, names: Sequence[str], input_tokens: int, output_tokens: int) -> Decimal | None:
+    provider_id = GENAI_PROVIDER.get(provider)
+    if provider_id is None:
+        return None  # an OpenAI-compatible server of unknown pricing: never guess
+    from genai_prices import Usage, calc_price
+
+    for name in dict.fromkeys(n for n in names if n):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = calc_price(
+                    Usage(input_tokens=input_tokens, output_tokens=output_tokens),
+                    model_ref=name,
+                    provider_id=provider_id,
+                )
+        except (LookupError, ValueError):
+            continue
+        total = result.total_price
+        return total if isinstance(total, Decimal) else Decimal(str(total))
+    return None
+
+
+def price_call(
+    *,
+    provider: str,
+    model_names: Sequence[str],
+    input_tokens: int,
+    output_tokens: int,
+    requests: int = 1,
+    reported: Decimal | None = None,
+) -> Price:
+    """The cost of a call and its source. `model_names`: the configured name first, then the answering one."""
+    if reported is not None:
+        return Price(reported, "provider")
+    cost = list_price(provider, model_names, input_tokens, output_tokens, requests)
+    if cost is not None:
+        return Price(cost, "openrouter_list")
+    cost = genai_price(provider, model_names, input_tokens, output_tokens)
+    if cost is not None:
+        return Price(cost, "genai_prices")
+    return Price(None, "unknown")
+
+
+async def update_price_list(dest: Path | None = None) -> int:
+    """Fetch OpenRouter's public model list into the price cache; returns how many models it holds.
+
+    `AQVEN_OPENROUTER_BASE_URL` points the fetch at another server (tests). Offline, or on a bad answer,
+    raises `AqvenError` (`PRICES_UNAVAILABLE`) and leaves the cached file as it was.
+    """
+    import httpx2
+
+    base = os.environ.get("AQVEN_OPENROUTER_BASE_URL")
+    url = f"{base.rstrip('/')}/models" if base else OPENROUTER_MODELS_URL
+    dest = dest or prices_file()
+    try:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, connect=10.0)) as client:
+            response = await client.get(url)
+            response.raise_for_status()
+            data = response.json()
+    except (httpx2.HTTPError, ValueError) as exc:
+        raise AqvenError(
+            f"could not fetch the OpenRouter model list from {url}: {type(exc).__name__}: {exc}",
+            code="PRICES_UNAVAILABLE",
+            hint="prices fall back to genai-prices' bundled table; try again when the network is available",
+            http_status=503,
+        ) from None
+    rows = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise AqvenError(
+            f"the answer from {url} is not a model list (no 'data' array)",
+            code="PRICES_UNAVAILABLE",
+            http_status=503,
+        )
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".tmp")
+        tmp.write_text(json.dumps({"data": rows}), encoding="utf-8")
+        tmp.replace(dest)
+    except OSError as exc:
+        raise AqvenError(f"could not write {dest}: {exc}", code="PRICES_UNAVAILABLE") from None
+    return len(rows)

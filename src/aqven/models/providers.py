@@ -1,0 +1,158 @@
+"""An agent's ``provider:model`` as a pydantic-ai `Model`.
+
+Keys come from the environment only, and a missing key fails before any network
+(`PROVIDER_KEY_MISSING`, naming the variable). ``AQVEN_<PROVIDER>_BASE_URL`` (``-`` as ``_``, for
+example ``AQVEN_OPENROUTER_BASE_URL``) points a provider at another server, which tests use for a local
+fake; it wins over the agent's ``base_url``.
+
+Models are cached per event loop (HTTP connection pools belong to one loop) and per provider, model,
+base URL and key, so a changed key takes effect on the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import weakref
+from dataclasses import dataclass
+from typing import Any, Final
+
+import httpx2
+from pydantic_ai.models import Model
+
+from aqven.models import wire
+from aqven.models.outcomes import PROVIDER_ERROR, PROVIDER_KEY_MISSING, ModelCallError
+from aqven.project.schema import AgentSpec
+
+KEY_VARS: Final[dict[str, str]] = {
+    "openrouter": "OPENROUTER_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "groq": "GROQ_API_KEY",
+}
+PLACEHOLDER_KEY: Final = "not-needed"  # OpenAI-compatible servers without auth still need a non-empty key
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how an agent's calls go; the key itself is never printed."""
+
+    provider: str
+    model_name: str
+    base_url: str | None
+    key_env: str | None
+    api_key: str
+
+    def cache_key(self) -> tuple[str, str, str | None, str]:
+        digest = hashlib.sha256(self.api_key.encode()).hexdigest()[:16]
+        return (self.provider, self.model_name, self.base_url, digest)
+
+
+def key_env_of(agent: AgentSpec) -> str | None:
+    """The environment variable that holds the agent's key (None: an OpenAI-compatible server without one)."""
+    if agent.api_key_env:
+        return agent.api_key_env
+    return KEY_VARS.get(agent.provider)
+
+
+def base_url_override_var(provider: str) -> str:
+    return f"AQVEN_{provider.upper().replace('-', '_')}_BASE_URL"
+
+
+def resolve_endpoint(agent: AgentSpec) -> Endpoint:
+    """The endpoint of an agent, or `ModelCallError` (`PROVIDER_KEY_MISSING`) before any network."""
+    provider = agent.provider
+    base_url = os.environ.get(base_url_override_var(provider)) or agent.base_url or None
+    key_env = key_env_of(agent)
+    if provider == "openai-compatible" and not base_url:
+        raise ModelCallError(
+            PROVIDER_ERROR,
+            f"agent {agent.id or agent.model!r} uses provider 'openai-compatible' without base_url",
+            hint="set base_url in the agent file, for example http://localhost:11434/v1 for Ollama",
+        )
+    if key_env is None:
+        return Endpoint(provider, agent.model_name, base_url, None, PLACEHOLDER_KEY)
+    api_key = os.environ.get(key_env, "").strip()
+    if not api_key:
+        raise ModelCallError(
+            PROVIDER_KEY_MISSING,
+            f"{key_env} is not set",
+            hint=f"export {key_env}=... in the environment of the AQVEN server, or run with --simulate",
+        )
+    return Endpoint(provider, agent.model_name, base_url, key_env, api_key)
+
+
+_models: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], Model]] = (
+    weakref.WeakKeyDictionary()
+)
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], httpx2.AsyncClient]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def build_model(agent: AgentSpec) -> Model:
+    """The pydantic-ai model for a live call of `agent` (cached per event loop)."""
+    endpoint = resolve_endpoint(agent)
+    loop = asyncio.get_running_loop()
+    cache = _models.setdefault(loop, {})
+    key = endpoint.cache_key()
+    model = cache.get(key)
+    if model is None:
+        model = _new_model(endpoint, _client(loop, endpoint, agent.settings.timeout_s))
+        cache[key] = model
+    return model
+
+
+def _client(loop: asyncio.AbstractEventLoop, endpoint: Endpoint, timeout_s: float) -> httpx2.AsyncClient:
+    clients = _clients.setdefault(loop, {})
+    key = (endpoint.provider, endpoint.base_url, timeout_s)
+    client = clients.get(key)
+    if client is None or client.is_closed:
+        client = wire.http_client(timeout_s)
+        clients[key] = client
+    return client
+
+
+def _new_model(endpoint: Endpoint, client: httpx2.AsyncClient) -> Model:
+    provider, name, base_url, api_key = endpoint.provider, endpoint.model_name, endpoint.base_url, endpoint.api_key
+    if provider in ("openrouter", "openai", "openai-compatible"):
+        from openai import AsyncOpenAI
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        default_url = "https://openrouter.ai/api/v1" if provider == "openrouter" else None
+        openai_client = AsyncOpenAI(
+            api_key=api_key, base_url=base_url or default_url, http_client=client, max_retries=0
+        )
+        if provider == "openrouter":
+            from pydantic_ai.models.openrouter import OpenRouterModel
+            from pydantic_ai.providers.openrouter import OpenRouterProvider
+
+            return OpenRouterModel(name, provider=OpenRouterProvider(openai_client=openai_client))
+        return OpenAIChatModel(name, provider=OpenAIProvider(openai_client=openai_client))
+    if provider == "anthropic":
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        return AnthropicModel(name, provider=AnthropicProvider(api_key=api_key, base_url=base_url, http_client=client))
+    if provider == "mistral":
+        from pydantic_ai.models.mistral import MistralModel
+        from pydantic_ai.providers.mistral import MistralProvider
+
+        return MistralModel(name, provider=MistralProvider(api_key=api_key, base_url=base_url))
+    if provider == "groq":
+        from pydantic_ai.models.groq import GroqModel
+        from pydantic_ai.providers.groq import GroqProvider
+
+        return GroqModel(name, provider=GroqProvider(api_key=api_key, base_url=base_url))
+    raise ModelCallError(PROVIDER_ERROR, f"unknown provider {provider!r}")
+
+
+async def aclose_models() -> None:
+    """Close the HTTP clients of the current event loop (server shutdown, tests)."""
+    loop = asyncio.get_running_loop()
+    _models.pop(loop, None)
+    for client in (_clients.pop(loop, None) or {}).values():
+        await client.aclose()

@@ -1,0 +1,1 @@
+"""AQVEN project layer."""

@@ -1,0 +1,200 @@
+"""Start, find and stop the project server; `.aqven/server.json` records its port and pid."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from aqven import __version__
+from aqven.errors import ServerError
+from aqven.project.paths import state_dir
+
+SERVER_FILE = "server.json"
+HOST = "127.0.0.1"
+
+
+def server_file(root: Path) -> Path:
+    return state_dir(root) / SERVER_FILE
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0); treat it as gone.
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def health(port: int, timeout: float = 1.0) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(f"http://{HOST}:{port}/api/health", timeout=timeout) as resp:
+            data: dict[str, Any] = json.loads(resp.read())
+            return data
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def read_server(root: Path) -> dict[str, Any] | None:
+    """The running server of this project, or None. A stale server.json (dead pid) is removed."""
+    path = server_file(root)
+    try:
+        info: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    pid, port = int(info.get("pid", 0)), int(info.get("port", 0))
+    if not pid_alive(pid):
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    alive = health(port)
+    if alive is None or Path(alive.get("root", "")).resolve() != root.resolve():
+        # The pid is alive but is not our server (reused pid, or still starting): check once more later.
+        info["healthy"] = False
+        return info
+    info["healthy"] = True
+    return info
+
+
+def bind_socket(port: int = 0) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError as exc:
+        sock.close()
+        raise ServerError(
+            f"cannot listen on {HOST}:{port}: {exc.strerror}",
+            code="PORT_IN_USE",
+            hint="choose another --port, or leave it out for a free one",
+        ) from None
+    sock.listen(128)
+    return sock
+
+
+def claim(root: Path, port: int) -> None:
+    """Write server.json for this process; refuse if another live server has it."""
+    existing = read_server(root)
+    if existing is not None and int(existing.get("pid", 0)) != os.getpid():
+        raise ServerError(
+            f"a project server already runs for this project (pid {existing['pid']}, port {existing['port']})",
+            code="SERVER_ALREADY_RUNNING",
+            hint=f"use it (the CLI finds it by itself), or stop it first with `kill {existing['pid']}`",
+        )
+    path = server_file(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "port": port,
+                "host": HOST,
+                "root": str(root.resolve()),
+                "version": __version__,
+                "started_at": datetime.now(UTC).isoformat(),
+            }
+        )
+    )
+    tmp.replace(path)
+
+
+def release(root: Path) -> None:
+    path = server_file(root)
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text()).get("pid") == os.getpid():
+            path.unlink()
+
+
+def serve(root: Path, port: int = 0) -> None:
+    """Run the project server in this process until interrupted."""
+    import uvicorn
+
+    from aqven.server.app import create_app
+
+    root = root.resolve()
+    lock = _lock_or_refuse(root)
+    existing = read_server(root)
+    if existing is not None and existing.get("healthy"):
+        raise ServerError(
+            f"a project server already runs for this project (pid {existing['pid']}, port {existing['port']})",
+            code="SERVER_ALREADY_RUNNING",
+            hint=f"use it, or stop it first with `kill {existing['pid']}`",
+        )
+    sock = bind_socket(port)
+    actual = sock.getsockname()[1]
+    claim(root, actual)
+    try:
+        config = uvicorn.Config(create_app(root), log_level="warning", lifespan="on")
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        release(root)
+        sock.close()
+        lock.close()
+
+
+def _lock_or_refuse(root: Path) -> IO[str]:
+    """Hold `.aqven/server.lock` for the server's life: a second server for the project is refused."""
+    path = state_dir(root) / "server.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")  # noqa: SIM115 - held open for the life of the server
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        info = read_server(root) or {}
+        raise ServerError(
+            f"a project server already runs for this project (pid {info.get('pid', '?')}, "
+            f"port {info.get('port', '?')})",
+            code="SERVER_ALREADY_RUNNING",
+            hint="use it (the CLI finds it by itself), or stop that process first",
+        ) from None
+    return handle
+
+
+def ensure_server(root: Path, timeout: float = 30.0) -> int:
+    """The port of this project's server, starting one in the background when none runs."""
+    root = root.resolve()
+    info = read_server(root)
+    if info is not None and info.get("healthy"):
+        return int(info["port"])
+    if info is None:
+        log = state_dir(root) / "server.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            subprocess.Popen(
+                [sys.executable, "-m", "aqven", "serve", "--root", str(root)],
+                stdout=out,
+                stderr=out,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=str(root),
+            )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = read_server(root)
+        if info is not None and info.get("healthy"):
+            return int(info["port"])
+        time.sleep(0.1)
+    raise ServerError(
+        "the project server did not start", code="SERVER_START_FAILED", hint=f"see {state_dir(root) / 'server.log'}"
+    )

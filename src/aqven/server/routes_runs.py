@@ -1,0 +1,124 @@
+"""REST: start runs, read them, their trace events and one node, and answer human nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from aqven.engine.records import RunRecord, TraceEvent
+from aqven.errors import NotFoundError
+from aqven.server.deps import service_of
+from aqven.server.service import ProjectService
+
+router = APIRouter(prefix="/api/runs", tags=["runs"])
+
+
+class RunStartBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    flow_id: str
+    case: str | None = None
+    dataset_id: str | None = None
+    input: Any = None
+    context: dict[str, Any] | None = None
+    node_outputs: dict[str, Any] | None = None
+    from_node: str | None = None
+    to_node: str | None = None
+    simulate: bool = False
+    seed: int | None = None
+    wait: bool = Field(False, description="hold the answer until the run ends or waits for a person")
+    wait_seconds: float = Field(120.0, ge=0, le=600)
+
+
+class NodeView(BaseModel):
+    run_id: str
+    node_id: str
+    status: str
+    inputs: Any = None
+    output: Any = None
+    error: dict[str, Any] | None = None
+    model_calls: list[dict[str, Any]] = []
+    events: list[TraceEvent]
+
+
+class HumanAnswerBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    answer: Any
+
+
+@router.post("", status_code=201)
+async def start_run(body: RunStartBody, svc: ProjectService = Depends(service_of)) -> RunRecord:
+    payload = body.model_dump(exclude={"wait", "wait_seconds"}, exclude_unset=True)
+    if "input" in body.model_fields_set or body.input is not None:
+        payload["input"] = body.input
+    request = svc.build_request(payload)
+    run_id = svc.start_run(request)
+    if body.wait:
+        return await svc.wait_run(run_id, body.wait_seconds)
+    return svc.runs.get(run_id)
+
+
+@router.get("")
+def list_runs(
+    flow_id: str | None = None,
+    status: str | None = None,
+    series_id: str | None = None,
+    limit: int = Query(50, ge=1, le=500),
+    offset: int = Query(0, ge=0),
+    svc: ProjectService = Depends(service_of),
+) -> list[RunRecord]:
+    return svc.runs.list(flow_id=flow_id, status=status, series_id=series_id, limit=limit, offset=offset)
+
+
+@router.get("/{run_id}")
+async def get_run(
+    run_id: str, wait_seconds: float = Query(0, ge=0, le=50), svc: ProjectService = Depends(service_of)
+) -> RunRecord:
+    if wait_seconds > 0:
+        return await svc.wait_run(run_id, wait_seconds)
+    return svc.runs.get(run_id)
+
+
+@router.get("/{run_id}/events")
+def run_events(
+    run_id: str,
+    after: int = Query(0, ge=0),
+    limit: int = Query(1000, ge=1, le=5000),
+    svc: ProjectService = Depends(service_of),
+) -> list[TraceEvent]:
+    svc.runs.get(run_id)
+    return svc.runs.events(run_id, after=after, limit=limit)
+
+
+@router.get("/{run_id}/nodes/{node_id:path}")
+def run_node(run_id: str, node_id: str, svc: ProjectService = Depends(service_of)) -> NodeView:
+    svc.runs.get(run_id)
+    events = svc.runs.node_events(run_id, node_id)
+    if not events:
+        raise NotFoundError(
+            f"run {run_id} has no node {node_id!r}",
+            code="NODE_NOT_FOUND",
+            hint="node ids of called flows are written call_node/inner_node",
+        )
+    view = NodeView(run_id=run_id, node_id=node_id, status="running", events=events)
+    for e in events:
+        if e.kind == "node_start":
+            view.inputs = e.data.get("inputs")
+        elif e.kind == "node_end":
+            view.status, view.output = "done", e.data.get("output")
+        elif e.kind == "node_error":
+            view.status, view.error = "failed", e.data
+        elif e.kind == "human_wait" and view.status == "running":
+            view.status = "waiting_human"
+        elif e.kind in ("model_response", "model_error"):
+            view.model_calls.append({"kind": e.kind, **e.data})
+    return view
+
+
+@router.post("/{run_id}/human/{node_id:path}")
+def answer_human(
+    run_id: str, node_id: str, body: HumanAnswerBody = Body(...), svc: ProjectService = Depends(service_of)
+) -> RunRecord:
+    svc.answer_human(run_id, node_id, body.answer)
+    return svc.runs.get(run_id)

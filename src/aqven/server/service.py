@@ -1,0 +1,188 @@
+"""The project service: one project, its database and engine, and the runs in flight.
+
+The project files are re-read when they change, so an edit is picked up by the next request
+without restarting the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from aqven.engine.records import RunRecord, RunRequest
+from aqven.engine.runner import Engine
+from aqven.errors import NotFoundError, RunInputError, StateConflictError
+from aqven.project.loader import Project, load_project
+from aqven.project.local import simulate_enabled
+from aqven.project.paths import DB_FILE, state_dir
+from aqven.project.schema import Case
+from aqven.store.db import Database
+from aqven.store.runs import RunStore
+
+WATCHED = ("aqven.yaml", "agents", "datasets", "flows", "experiments", "checks")
+
+
+def _fingerprint(root: Path) -> tuple[tuple[str, float, int], ...]:
+    items: list[tuple[str, float, int]] = []
+    for name in WATCHED:
+        base = root / name
+        paths = [base] if base.is_file() else (sorted(base.rglob("*")) if base.is_dir() else [])
+        for p in paths:
+            with contextlib.suppress(OSError):
+                st = p.stat()
+                items.append((str(p), st.st_mtime, st.st_size))
+    return tuple(items)
+
+
+class ProjectService:
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.db = Database(state_dir(self.root) / DB_FILE)
+        self.runs = RunStore(self.db)
+        self._project: Project | None = None
+        self._fp: tuple[tuple[str, float, int], ...] | None = None
+        self._tasks: dict[str, asyncio.Task[RunRecord]] = {}
+
+    # ---- project ----
+
+    def project(self) -> Project:
+        fp = _fingerprint(self.root)
+        if self._project is None or fp != self._fp:
+            self._project = load_project(self.root)
+            self._fp = fp
+        return self._project
+
+    def engine(self) -> Engine:
+        return Engine(self.project(), self.runs)
+
+    def find_case(self, case_name: str, dataset_id: str | None) -> tuple[str, Case]:
+        project = self.project()
+        datasets = {dataset_id: project.datasets.get(dataset_id)} if dataset_id else dict(project.datasets)
+        if dataset_id and datasets[dataset_id] is None:
+            raise NotFoundError(
+                f"no dataset {dataset_id!r}",
+                code="DATASET_NOT_FOUND",
+                hint=f"datasets: {', '.join(project.datasets) or 'none'}",
+            )
+        hits = [(d_id, c) for d_id, d in datasets.items() if d for c in d.cases if c.name == case_name]
+        if not hits:
+            raise NotFoundError(
+                f"no case {case_name!r}" + (f" in dataset {dataset_id!r}" if dataset_id else ""),
+                code="CASE_NOT_FOUND",
+                hint="case names are listed by GET /api/datasets/{id}",
+            )
+        if len(hits) > 1:
+            raise RunInputError(
+                f"case {case_name!r} is in several datasets: {', '.join(h[0] for h in hits)}",
+                code="CASE_AMBIGUOUS",
+                hint="name the dataset with --dataset",
+            )
+        return hits[0]
+
+    # ---- runs ----
+
+    def build_request(self, body: dict[str, Any]) -> RunRequest:
+        flow_id = body.get("flow_id")
+        if not isinstance(flow_id, str) or not flow_id:
+            raise RunInputError("flow_id is required", code="VALIDATION_ERROR", hint="give the flow to run")
+        if flow_id not in self.project().flows:
+            raise NotFoundError(
+                f"no flow {flow_id!r}",
+                code="FLOW_NOT_FOUND",
+                hint=f"flows: {', '.join(self.project().flows) or 'none'}",
+            )
+        case_name, dataset_id = body.get("case"), body.get("dataset_id")
+        if case_name is not None and body.get("input") is not None:
+            raise RunInputError(
+                "give either a case or an input, not both", code="VALIDATION_ERROR", hint="--case NAME or --input JSON"
+            )
+        fields: dict[str, Any] = {}
+        if case_name is not None:
+            dataset_id, case = self.find_case(str(case_name), dataset_id)
+            fields = {
+                "input": case.input,
+                "context": case.context,
+                "node_outputs": case.node_outputs,
+                "case_name": case.name,
+                "dataset_id": dataset_id,
+            }
+        elif "input" in body:
+            fields = {
+                "input": body.get("input"),
+                "context": body.get("context") or {},
+                "node_outputs": body.get("node_outputs") or {},
+            }
+        else:
+            raise RunInputError(
+                "a run needs a case or an input", code="VALIDATION_ERROR", hint="--case NAME or --input JSON"
+            )
+        seed = body.get("seed")
+        return RunRequest(
+            flow_id=flow_id,
+            from_node=body.get("from_node"),
+            to_node=body.get("to_node"),
+            simulate=simulate_enabled(self.root, bool(body.get("simulate"))),
+            seed=int(seed) if seed is not None else random.randrange(2**31),
+            **fields,
+        )
+
+    def start_run(self, request: RunRequest) -> str:
+        engine = self.engine()
+        engine.prepare(request)  # refuse before anything is stored or runs
+        run_id = self.runs.create(request)
+        self._spawn(run_id)
+        return run_id
+
+    def _spawn(self, run_id: str) -> asyncio.Task[RunRecord]:
+        task = asyncio.ensure_future(self.engine().execute(run_id))
+        self._tasks[run_id] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(run_id, None))
+        return task
+
+    async def wait_run(self, run_id: str, timeout: float | None = None) -> RunRecord:
+        task = self._tasks.get(run_id)
+        if task is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+        return self.runs.get(run_id)
+
+    def answer_human(self, run_id: str, node_id: str, answer: Any) -> None:
+        record = self.runs.get(run_id)
+        if record.status != "waiting_human" or record.waiting_node != node_id:
+            raise StateConflictError(
+                f"run {run_id} is not waiting for node {node_id!r} (status {record.status}"
+                + (f", waiting for {record.waiting_node!r}" if record.waiting_node else "")
+                + ")",
+                code="RUN_NOT_WAITING",
+                hint="answer the node the run waits for",
+            )
+        waits = [e for e in self.runs.node_events(run_id, node_id) if e.kind == "human_wait"]
+        schema = waits[-1].data.get("output_schema") if waits else None
+        if schema:
+            try:
+                jsonschema.validate(answer, schema)
+            except jsonschema.ValidationError as exc:
+                raise RunInputError(
+                    f"the answer does not match node {node_id!r}'s output type: {exc.message}",
+                    code="VALIDATION_ERROR",
+                    hint=f"answer with a value of type {schema}",
+                ) from None
+        self.runs.answer(run_id, node_id, answer)
+        self._spawn(run_id)
+
+    def resume_interrupted(self) -> list[str]:
+        """Runs left running or queued by a server that died: run what did not finish."""
+        ids = self.runs.ids_with_status("running", "queued")
+        for run_id in ids:
+            self._spawn(run_id)
+        return ids
+
+    async def shutdown(self) -> None:
+        for task in list(self._tasks.values()):
+            task.cancel()
+        self.db.close()

@@ -1,0 +1,66 @@
+"""Shared fixtures: a showcase project on disk, the `aqven` command, and clean-up of spawned servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+KEY_VARS = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY")
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in KEY_VARS and k != "AQVEN_SIMULATE"}
+    env.update({"AQVEN_SIM_LATENCY_SCALE": "0", "NO_COLOR": "1", "COLUMNS": "200"})
+    env.update(extra)
+    return env
+
+
+def aqven(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "aqven", *args],
+        cwd=cwd,
+        env=env or cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def stop_server(root: Path) -> None:
+    path = root / ".aqven" / "server.json"
+    try:
+        pid = int(json.loads(path.read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def showcase(tmp_path: Path) -> Iterator[Path]:
+    """A fresh showcase project (package lumen); its server, if any was started, is stopped after."""
+    from aqven.project.init import init_project
+
+    root = init_project(tmp_path / "lumen", "lumen")
+    yield root
+    stop_server(root)
