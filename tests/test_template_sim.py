@@ -3,6 +3,7 @@ against the truth in sim/world.py. No network: everything runs on the simulators
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import re
@@ -68,6 +69,11 @@ def node(flow: dict[str, Any], node_id: str) -> dict[str, Any]:
         return [x for n in nodes for x in [n, *walk(n.get("nodes", []))]]
 
     return next(n for n in walk(flow["nodes"]) if n["id"] == node_id)
+
+
+@functools.cache
+def output_schema(flow_id: str, node_id: str) -> dict[str, Any]:
+    return to_json_schema(node(read(f"flows/{flow_id}/flow.yaml"), node_id)["output"])
 
 
 def call(fn: Any, req: SimRequest, retries: int = 2) -> Any:
@@ -237,12 +243,12 @@ def revise_request(case: dict[str, Any], agent: str, seed: int, flows: dict[str,
         "days_since_delivery": ctx["days_since_delivery"],
         "policy": policy.policy_for(case["input"]["tier"], ctx["order_total"], ctx["days_since_delivery"]),
     }
-    schema = to_json_schema(node(flows["support_case"], "revise")["output"])
+    schema = output_schema("support_case", "revise")
     return SimRequest(agent, f"openrouter:{agent}", "revise", "", inputs, schema, seed, case["name"])
 
 
 def judge_request(case: dict[str, Any], agent: str, seed: int, flows: dict[str, Any]) -> SimRequest:
-    schema = to_json_schema(node(flows["judge_panel"], "deepseek")["output"])
+    schema = output_schema("judge_panel", "deepseek")
     return SimRequest(agent, f"openrouter:{agent}", agent, "", dict(case["input"]), schema, seed, case["name"])
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+
 def _width() -> int | None:
     # Piped output (tests, logs) gets a wide page instead of rich's 80-column default.
     return None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "140"))

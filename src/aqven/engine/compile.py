@@ -25,7 +25,6 @@ from aqven.project.schema import CallNode, CodeNode, GroupNode, HumanNode, LlmNo
 from aqven.project.types import ANY, TypeSpecError, compatible, describe, schema_at, to_json_schema
 from aqven.project.yaml_source import PathKey
 
-
 BINDING_HINT = "see docs/reference/bindings.md; a literal text that starts with $ is written with $$"
 
 

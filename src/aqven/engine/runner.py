@@ -14,17 +14,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-from aqven.models.call import CallResult, ModelCall, call_model
-from aqven.models.outcomes import ModelCallError, outcome_class
-
 from aqven.engine.compile import compile_flow
 from aqven.engine.compiled import CompiledFlow, CompiledNode
 from aqven.engine.records import RunError, RunRecord, RunRequest
 from aqven.engine.template import render
 from aqven.engine.variant import FlowPatch
 from aqven.errors import AqvenError, ProjectError, RunInputError
+from aqven.models.call import CallResult, ModelCall, call_model
+from aqven.models.outcomes import ModelCallError, outcome_class
 from aqven.project.bindings import Binding, bindings_in, parse_binding, resolve
+from aqven.project.conform import violation
 from aqven.project.loader import Project
 from aqven.project.pycode import load_function
 from aqven.store.runs import RunStore
@@ -64,11 +63,18 @@ class Engine:
         self.runs = runs
         self._call: CallModel = call or call_model
         self._patch_for = patch_for or (lambda _req: None)
+        self._compiled: dict[tuple[str, str | None, str | None], CompiledFlow] = {}
 
     # ---- preparing ----
 
     def compile_for(self, request: RunRequest) -> CompiledFlow:
-        return compile_flow(self.project, request.flow_id, self._patch_for(request))
+        # The project is immutable once loaded, so a flow (and a variant of it) compiles once per engine.
+        key = (request.flow_id, request.experiment_id, request.variant_id)
+        flow = self._compiled.get(key)
+        if flow is None:
+            flow = compile_flow(self.project, request.flow_id, self._patch_for(request))
+            self._compiled[key] = flow
+        return flow
 
     def prepare(self, request: RunRequest) -> CompiledFlow:
         """Compile and check that the run can start; raises before anything runs."""
@@ -98,11 +104,10 @@ class Engine:
                 hint=f"add node_outputs: {{{missing[0]}: ...}} to the case, or start the range earlier",
             )
         if start == 0:
-            try:
-                jsonschema.validate(request.input, flow.input_schema)
-            except jsonschema.ValidationError as exc:
+            problem = violation(request.input, flow.input_schema)
+            if problem:
                 raise RunInputError(
-                    f"the input does not match flow {flow.id!r}'s input type: {exc.message}",
+                    f"the input does not match flow {flow.id!r}'s input type: {problem}",
                     code="RUN_INPUT_INVALID",
                     hint="give the input the flow declares (see `aqven check` or the flow's flow.yaml)",
                 ) from None
@@ -410,15 +415,13 @@ class Engine:
                 hint=f"fix {node.spec.code}",
                 details={"node_id": path},
             ) from None  # type: ignore[union-attr]
-        if node.output_schema:
-            try:
-                jsonschema.validate(value, node.output_schema)
-            except jsonschema.ValidationError as exc:
-                raise AqvenError(
-                    f"code node {path!r} returned a value that breaks its output type: {exc.message}",
-                    code="CODE_ERROR",
-                    hint="return what the node's output declares",
-                ) from None
+        problem = violation(value, node.output_schema)
+        if problem:
+            raise AqvenError(
+                f"code node {path!r} returned a value that breaks its output type: {problem}",
+                code="CODE_ERROR",
+                hint="return what the node's output declares",
+            ) from None
         return value
 
 

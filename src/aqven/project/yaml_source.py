@@ -126,7 +126,7 @@ def parse_yaml(text: str, file: str) -> YamlDoc:
             f"YAML syntax error: {problem or context or 'cannot parse'}",
             code="E_YAML_SYNTAX",
             file=file,
-            line=(mark.line + 1) if mark else None,
+            line=min(mark.line + 1, text.count("\n") + 1) if mark else None,  # the end of the stream is past the text
             hint=_syntax_hint(problem, context),
         ) from None
     except yaml.reader.ReaderError as exc:

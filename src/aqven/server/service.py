@@ -12,11 +12,10 @@ import random
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from aqven.engine.records import RunRecord, RunRequest
 from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError, RunInputError, StateConflictError
+from aqven.project.conform import violation
 from aqven.project.loader import Project, load_project
 from aqven.project.local import simulate_enabled
 from aqven.project.paths import DB_FILE, state_dir
@@ -47,6 +46,7 @@ class ProjectService:
         self._project: Project | None = None
         self._fp: tuple[tuple[str, float, int], ...] | None = None
         self._tasks: dict[str, asyncio.Task[RunRecord]] = {}
+        self._engine: tuple[Project, Engine] | None = None
 
     # ---- project ----
 
@@ -58,7 +58,10 @@ class ProjectService:
         return self._project
 
     def engine(self) -> Engine:
-        return Engine(self.project(), self.runs)
+        project = self.project()
+        if self._engine is None or self._engine[0] is not project:
+            self._engine = (project, Engine(project, self.runs))
+        return self._engine[1]
 
     def find_case(self, case_name: str, dataset_id: str | None) -> tuple[str, Case]:
         project = self.project()
@@ -163,15 +166,13 @@ class ProjectService:
             )
         waits = [e for e in self.runs.node_events(run_id, node_id) if e.kind == "human_wait"]
         schema = waits[-1].data.get("output_schema") if waits else None
-        if schema:
-            try:
-                jsonschema.validate(answer, schema)
-            except jsonschema.ValidationError as exc:
-                raise RunInputError(
-                    f"the answer does not match node {node_id!r}'s output type: {exc.message}",
-                    code="VALIDATION_ERROR",
-                    hint=f"answer with a value of type {schema}",
-                ) from None
+        problem = violation(answer, schema) if schema else None
+        if problem:
+            raise RunInputError(
+                f"the answer does not match node {node_id!r}'s output type: {problem}",
+                code="VALIDATION_ERROR",
+                hint=f"answer with a value of type {schema}",
+            ) from None
         self.runs.answer(run_id, node_id, answer)
         self._spawn(run_id)
 

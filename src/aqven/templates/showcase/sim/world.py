@@ -35,6 +35,7 @@ more often when the better answer comes first), so its accuracy differs by the s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -297,6 +298,7 @@ FACTS: tuple[Fact, ...] = (
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def panel_truth(question: str, answer_a: str, answer_b: str) -> Winner:
     """The better answer: the one that states the question's fact correctly (see the module notes)."""
     facts = [f for f in FACTS if re.search(f.question, question, re.IGNORECASE)]
