@@ -7,6 +7,7 @@ every diagnostic has a stable code, a severity, a message, a hint and a line ins
 from __future__ import annotations
 
 import copy
+import os
 import re
 import sys
 import tempfile
@@ -35,10 +36,12 @@ DATA: dict[str, Any] = {name: yaml.safe_load(BASE[name]) for name in YAML_FILES}
 MAIN, HELPER = "flows/main/flow.yaml", "flows/helper/flow.yaml"
 MAIN_IDS = ["classify", "enrich", "panel", "judge_1", "judge_2", "merge", "draft", "review", "finish"]
 
+# Seeded for CI; AQVEN_FUZZ_EXAMPLES=5000 AQVEN_FUZZ_RANDOM=1 pytest ... for a longer, random hunt.
+EXAMPLES = int(os.environ.get("AQVEN_FUZZ_EXAMPLES", "300"))
 SETTINGS = settings(
-    max_examples=200,
+    max_examples=EXAMPLES,
     deadline=None,
-    derandomize=True,
+    derandomize=not os.environ.get("AQVEN_FUZZ_RANDOM"),
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -377,7 +380,7 @@ yaml_like = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@settings(max_examples=max(150, EXAMPLES // 2), deadline=None, derandomize=not os.environ.get("AQVEN_FUZZ_RANDOM"), database=None)
 @given(
     st.dictionaries(
         st.sampled_from(["aqven.yaml", "agents/b.yaml", "datasets/e.yaml", "flows/f/flow.yaml", ".aqven/local.yaml",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pydantic_core
 from pydantic_ai import exceptions as pa
@@ -74,7 +74,8 @@ def classify(
 ) -> Failure:
     who = agent.model
     if isinstance(exc, oc.ModelCallError):
-        return Failure(exc.code, exc.message, exc.retryable, exc.retry_after, exc.provider_status, exc.hint)  # type: ignore[arg-type]
+        code = cast(OutcomeCode, exc.code)
+        return Failure(code, exc.message, exc.retryable, exc.retry_after, exc.provider_status, exc.hint)
     if isinstance(exc, SimulatorCrashed):
         return Failure(
             oc.CODE_ERROR,
@@ -160,10 +161,11 @@ def _unexpected(exc: pa.UnexpectedModelBehavior, who: str, messages: Sequence[Mo
         return Failure(oc.MODEL_RETRIES_EXHAUSTED, f"{who} produced no output within max_tokens")
     if any(marker in exc.message.lower() for marker in _EXHAUSTED):
         kind, detail = _last_problem(exc, messages)
-        code: OutcomeCode = {
-            "invalid_json": oc.MODEL_INVALID_JSON,
-            "schema_mismatch": oc.MODEL_SCHEMA_MISMATCH,
-        }.get(kind, oc.MODEL_RETRIES_EXHAUSTED)  # type: ignore[assignment]
+        code: OutcomeCode = oc.MODEL_RETRIES_EXHAUSTED
+        if kind == "invalid_json":
+            code = oc.MODEL_INVALID_JSON
+        elif kind == "schema_mismatch":
+            code = oc.MODEL_SCHEMA_MISMATCH
         return Failure(code, f"{who} failed its output type after its retries ({kind}): {detail}")
     return Failure(oc.PROVIDER_ERROR, f"{who}: unusable response: {_short(exc.message)}", retryable=True)
 

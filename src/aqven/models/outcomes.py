@@ -85,7 +85,7 @@ KEY_ENV_VARS: Final[tuple[str, ...]] = (
 # Key-shaped tokens (sk-..., gsk_..., Bearer ...), masked even when they are not in the environment.
 _KEY_PATTERN = re.compile(
     r"(?i)\b(bearer\s+)[A-Za-z0-9._\-]{8,}"
-    r"|\b(sk|pk|rk|gsk|xai|csk|key)[-_][A-Za-z0-9._\-]{12,}"
+    r"|\b(sk|pk|rk|gsk|xai|csk)[-_][A-Za-z0-9._\-]{12,}"
 )
 
 

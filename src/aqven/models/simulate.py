@@ -29,7 +29,7 @@ import inspect
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,6 @@ class SimContext:
     plan: OutputPlan
     case_name: str | None = None
     engine_retry: int = 0
-    replies: list[SimReply] = field(default_factory=list)  # what the simulator answered, in order
 
 
 def latency_scale() -> float:
@@ -130,7 +129,6 @@ def simulated_model(ctx: SimContext, simulator: Simulator) -> FunctionModel:
             retry=attempt,
         )
         reply = await _ask(simulator, request)
-        ctx.replies.append(reply)
         if reply.latency_s > 0:
             await asyncio.sleep(reply.latency_s * latency_scale())
         return to_response(reply, info, ctx.plan)
