@@ -334,7 +334,8 @@ def assert_well_formed(root: Path, diagnostics: list[Diagnostic]) -> None:
             assert d.line >= 1, d
             path = root / d.file if d.file else None
             if path is not None and path.is_file():
-                assert d.line <= path.read_bytes().count(b"\n") + 1, d.render()
+                text = path.read_bytes().decode("utf-8", errors="replace")
+                assert d.line <= len(text.splitlines()) + 1, d.render()
 
 
 def run_check(files: dict[str, str | bytes]) -> tuple[Path, list[Diagnostic]]:

@@ -40,8 +40,11 @@ def load(path: Path) -> ModuleType:
     return module
 
 
+@functools.cache
 def read(rel: str) -> Any:
-    return yaml.safe_load((TEMPLATE / rel).read_text(encoding="utf-8"))
+    """A template file's YAML, read once (tests copy what they change)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load((TEMPLATE / rel).read_text(encoding="utf-8"), Loader=loader)
 
 
 @pytest.fixture(scope="module")
@@ -159,12 +162,11 @@ def test_judge_panel_flow_shape(flows: dict[str, Any]) -> None:
 
 def test_prompts_read_only_node_inputs(flows: dict[str, Any]) -> None:
     for flow_id, flow in flows.items():
-        for n in flow["nodes"] + [c for n in flow["nodes"] for c in n.get("nodes", [])]:
-            if n["kind"] != "llm":
-                continue
-            text = (TEMPLATE / "flows" / flow_id / n["prompt"]).read_text(encoding="utf-8")
+        children = [c for n in flow["nodes"] for c in n.get("nodes", [])]
+        for llm in (n for n in flow["nodes"] + children if n["kind"] == "llm"):
+            text = (TEMPLATE / "flows" / flow_id / llm["prompt"]).read_text(encoding="utf-8")
             names = {m.split(".")[0] for m in re.findall(r"\{\{\s*([\w.]+)\s*\}\}", text)}
-            assert names and names <= set(n["inputs"]), (flow_id, n["id"], names)
+            assert names and names <= set(llm["inputs"]), (flow_id, llm["id"], names)
 
 
 def test_policy_code_matches_world(world: ModuleType) -> None:
@@ -300,8 +302,9 @@ def test_simulator_replies_match_their_schema_and_are_plausible(
     assert "ok" in kinds
 
     # Any other schema (a tone judge in a check, say) gets a value of that schema.
-    schema = to_json_schema({"passed": "boolean", "score": "number", "label": {"type": "string", "enum": ["x", "y"]},
-                             "notes": ["string"]})
+    schema = to_json_schema(
+        {"passed": "boolean", "score": "number", "label": {"type": "string", "enum": ["x", "y"]}, "notes": ["string"]}
+    )
     req = SimRequest("llama", "openrouter:llama", "tone", "Rate the tone.", {"reply": "Hi"}, schema, 3)
     out = call(agents.llama, req)
     jsonschema.validate(out, schema)
@@ -317,7 +320,11 @@ def test_draft_simulator_answers_the_draft_node(agents: ModuleType, flows: dict[
 
 
 def test_check_passes_exactly_when_the_simulator_kept_its_promises(
-    agents: ModuleType, world: ModuleType, promises: ModuleType, flows: dict[str, Any], policy: ModuleType,
+    agents: ModuleType,
+    world: ModuleType,
+    promises: ModuleType,
+    flows: dict[str, Any],
+    policy: ModuleType,
     bulk_refund: list[dict[str, Any]],
 ) -> None:
     assert promises.UNKEEPABLE == world.UNKEEPABLE
@@ -340,7 +347,11 @@ def test_check_passes_exactly_when_the_simulator_kept_its_promises(
 
 
 def test_pass_rates_match_the_known_truth(
-    agents: ModuleType, world: ModuleType, promises: ModuleType, flows: dict[str, Any], policy: ModuleType,
+    agents: ModuleType,
+    world: ModuleType,
+    promises: ModuleType,
+    flows: dict[str, Any],
+    policy: ModuleType,
     bulk_refund: list[dict[str, Any]],
 ) -> None:
     keys = [world.case_key_from_inputs(c["input"]) for c in bulk_refund]
@@ -399,8 +410,10 @@ def test_the_tie_break_makes_the_panel_better(agents: ModuleType, world: ModuleT
     total = 0
     for r in range(150):
         for i, case in enumerate(cases):
-            votes = {j: call(getattr(agents, j), judge_request(case, j, 7000 * r + 31 * i + k, flows))
-                     for k, j in enumerate(JUDGES)}
+            votes = {
+                j: call(getattr(agents, j), judge_request(case, j, 7000 * r + 31 * i + k, flows))
+                for k, j in enumerate(JUDGES)
+            }
             tie = call(agents.tie_break, judge_request(case, "tie_break", 7000 * r + 31 * i + 5, flows))
             agg = aggregate(**votes)
             assert set(agg) == {"majority", "spread", "split"} and agg["split"] == (agg["spread"] > 0)

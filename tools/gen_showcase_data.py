@@ -140,8 +140,11 @@ REQUEST_TEXT: dict[str, tuple[str, ...]] = {
 PRESSURE_TEXT: dict[str, tuple[str, ...]] = {
     "urgency": ("Please deal with this urgently.", "I need this sorted ASAP.", "Please fix this immediately."),
     "deadline": ("I need it sorted by Friday.", "I need an answer today.", "We have guests this weekend."),
-    "threat": ("Otherwise I'll file a chargeback.", "If not, I'll leave a one-star review.",
-               "I'm ready to open a dispute with my bank."),
+    "threat": (
+        "Otherwise I'll file a chargeback.",
+        "If not, I'll leave a one-star review.",
+        "I'm ready to open a dispute with my bank.",
+    ),
     "anger": ("Honestly, this is unacceptable.", "I'm fed up with this.", "This is ridiculous for the price."),
 }
 OPENERS = ("Hi,", "Hello Lumen team,", "Hi there,", "Hello,", "")
@@ -195,9 +198,9 @@ def support_cases(agents: ModuleType) -> list[dict[str, Any]]:
     order_id = 30_100
     for i, request in enumerate(requests, start=1):
         product, category, price = rng.choice(CATALOG)
-        key, kind, issue = rng.choice([
-            i for i in ISSUES[category] * 2 + ISSUES["any"] if request in ALLOWED_REQUESTS.get(i[0], REQUESTS)
-        ])
+        key, kind, issue = rng.choice(
+            [i for i in ISSUES[category] * 2 + ISSUES["any"] if request in ALLOWED_REQUESTS.get(i[0], REQUESTS)]
+        )
         tier = pick_weighted(rng, TIER_WEIGHTS)
         qty = rng.choice((1, 1, 1, 2, 3)) if category == "bulb" else 1
         total = Decimal(price) * qty + (Decimal("4.90") if tier == "basic" and Decimal(price) * qty < 50 else 0)
@@ -227,13 +230,15 @@ def support_cases(agents: ModuleType) -> list[dict[str, Any]]:
         assert t.request == request, (ticket, t.request)
         draft = agents.draft_text(t, random.Random(f"{SEED}:draft:{i}"), agents.STYLES["gpt"].greeting)
         tags = [category, kind, request, tier] + (["pressure"] if chosen else [])
-        cases.append({
-            "name": f"{category}_{key}_{request}_{i:04d}",
-            "input": {"ticket": ticket, "tier": tier},
-            "context": {"order_total": str(total), "order_id": f"LM-{order_id}", "days_since_delivery": days},
-            "node_outputs": {"draft": {"reply": draft}},
-            "tags": tags,
-        })
+        cases.append(
+            {
+                "name": f"{category}_{key}_{request}_{i:04d}",
+                "input": {"ticket": ticket, "tier": tier},
+                "context": {"order_total": str(total), "order_id": f"LM-{order_id}", "days_since_delivery": days},
+                "node_outputs": {"draft": {"reply": draft}},
+                "tags": tags,
+            }
+        )
     return cases
 
 
@@ -241,232 +246,331 @@ def support_cases(agents: ModuleType) -> list[dict[str, Any]]:
 
 # topic -> (tag, [question 1, question 2], [correct 1, correct 2], [wrong 1, wrong 2])
 PANEL: dict[str, tuple[str, list[str], list[str], list[str]]] = {
-    "hub_warranty": ("hub", [
-        "How long is the warranty on the Lumen Hub?",
-        "My Lumen Hub is 14 months old and has died. Is it still under warranty?",
-    ], [
-        "The Lumen Hub has a two-year warranty from the delivery date, so a hub that fails within that time is "
-        "repaired or replaced free of charge.",
-        "Yes. The Hub's warranty runs for 2 years from delivery, so at 14 months you're covered; support will "
-        "arrange a replacement.",
-    ], [
-        "The Lumen Hub comes with a one-year warranty, so after 12 months repairs are paid.",
-        "Unfortunately the Hub's warranty ends after 12 months, so at 14 months it is no longer covered, but we "
-        "can offer a discount on a new one.",
-    ]),
-    "strip_chaining": ("strip", [
-        "How many extensions can I connect to a Lumen Strip?",
-        "Can I extend my Lumen Strip Pro to cover a whole room?",
-    ], [
-        "You can chain up to three extensions to one Lumen Strip, 10 metres in total; beyond that the power "
-        "supply can't drive it evenly.",
-        "Yes, up to a point: one Strip Pro takes up to 3 extensions (10 m in total). For a bigger room, use a "
-        "second strip with its own power supply.",
-    ], [
-        "There's no limit: keep adding extensions and the strip will light all of them.",
-        "You can chain up to 5 extensions, about 20 metres, on the standard power supply.",
-    ]),
-    "bulb_without_hub": ("bulb", [
-        "Does the Lumen Bulb work without the Hub?",
-        "Can I control a Lumen Bulb from my phone without the Hub?",
-    ], [
-        "Yes. Lumen Bulbs connect to the app over Bluetooth when they're near your phone; the Hub only adds "
-        "remote access and schedules.",
-        "Yes, over Bluetooth: pair the bulb in the Lumen app and control it in range of your phone. Control away "
-        "from home needs the Hub.",
-    ], [
-        "No, every Lumen Bulb needs the Hub; without it the bulb only works as a plain white light.",
-        "No. The bulbs talk only to the Hub, so you'll need to buy one to use the app.",
-    ]),
-    "return_window": ("policy", [
-        "How long do I have to return a product I don't want?",
-        "I bought a Lumen Strip 20 days ago and changed my mind. Can I still return it?",
-    ], [
-        "You can return any Lumen product within 30 days of delivery for a refund (60 days for Gold members).",
-        "Yes: returns are accepted within 30 days of delivery, so at 20 days you're inside the window; start it "
-        "from your order page.",
-    ], [
-        "Our return window is 14 days from delivery; after that we can't take it back.",
-        "Sorry, change-of-mind returns are only accepted within 14 days, so at 20 days it's too late.",
-    ]),
-    "refund_timing": ("policy", [
-        "When will my refund arrive after I send the strip back?",
-        "How long does a refund take?",
-    ], [
-        "Refunds are issued within 5-10 business days of your return reaching our warehouse, to the original "
-        "payment method.",
-        "Once the return arrives at our warehouse, the refund is issued within 5-10 business days; your bank may "
-        "take a few more days to show it.",
-    ], [
-        "Refunds go out within 24 hours of you requesting them, before we receive the item.",
-        "You'll have the money back the same day we receive your return request.",
-    ]),
-    "hub_reset": ("hub", [
-        "How do I factory-reset the Lumen Hub?",
-        "My Lumen Hub is stuck. How do I reset it to factory settings?",
-    ], [
-        "Hold the reset button on the back of the Hub for 10 seconds until the light ring blinks orange, then "
-        "set it up again in the app.",
-        "Press and hold the small reset button on the back for 10 seconds; when the ring blinks orange, the Hub "
-        "is back to factory settings.",
-    ], [
-        "Unplug the Hub and plug it back in three times in a row; the third restart wipes it.",
-        "Tap the reset button once, quickly; a short press erases all settings.",
-    ]),
-    "strip_cutting": ("strip", [
-        "Can I cut the Lumen Strip to fit under my cabinets?",
-        "Is it safe to shorten a Lumen Strip Pro by cutting it?",
-    ], [
-        "Yes, but only at the scissors marks printed every 10 cm; cutting anywhere else breaks the circuit for "
-        "the rest of the strip.",
-        "Yes. Cut only on the scissor lines along the strip, and the part before the cut keeps working.",
-    ], [
-        "Yes, you can cut it anywhere with ordinary scissors; every LED works on its own.",
-        "No, cutting the strip voids the warranty and it will stop working.",
-    ]),
-    "hub_wifi_band": ("hub", [
-        "Which Wi-Fi band does the Lumen Hub need?",
-        "Will the Lumen Hub connect to my router's 5 GHz Wi-Fi network?",
-    ], [
-        "The Hub needs a 2.4 GHz Wi-Fi network; most routers broadcast one alongside 5 GHz, sometimes under a "
-        "separate name.",
-        "Not on 5 GHz alone: the Hub connects on 2.4 GHz only. Turn on your router's 2.4 GHz band and the Hub "
-        "will find it.",
-    ], [
-        "The Hub works on any band, including 5 GHz, so any home network will do.",
-        "Yes, the Hub connects on 5 GHz as well as the older bands, so you don't need to change anything.",
-    ]),
-    "gold_credit_cap": ("policy", [
-        "How much goodwill credit can support give a Gold member?",
-        "I'm a Gold member. What's the biggest credit you can give me for a faulty order?",
-    ], [
-        "Up to 25% of the order value as goodwill credit; a larger amount needs a refund instead.",
-        "For Gold members the goodwill credit is capped at 25% of the order; beyond that we refund or replace.",
-    ], [
-        "Gold members can get the full order value back as credit, on top of any refund.",
-        "There's no cap for Gold; support can credit whatever seems fair.",
-    ]),
-    "wall_dimmer": ("bulb", [
-        "Can I use Lumen Bulbs with my wall dimmer switch?",
-        "Do Lumen Bulbs work on an old wall dimmer?",
-    ], [
-        "Keep the wall dimmer at full power and dim the bulbs in the Lumen app; turned down, a wall dimmer makes "
-        "them buzz or flicker.",
-        "Not with the dimmer turned down: leave it at full power and dim with the app or a Lumen Dimmer Switch.",
-    ], [
-        "Yes, Lumen Bulbs work with any wall dimmer, just like ordinary bulbs.",
-        "Yes, set the dimmer to its lowest position first and the bulb calibrates itself.",
-    ]),
-    "strip_outdoor": ("strip", [
-        "Is the Lumen Strip waterproof enough for my garden?",
-        "Can I put a Lumen Strip Pro outside on my balcony?",
-    ], [
-        "Only the Lumen Strip Outdoor is rated IP65 for outdoor use; the standard and Pro strips are for indoors.",
-        "Not the Pro: it's for indoor use only. For a balcony, choose the Lumen Strip Outdoor, which is rated "
-        "IP65.",
-    ], [
-        "All Lumen strips are waterproof, so any of them will be fine in the garden.",
-        "Yes, the Strip Pro is fine outdoors as long as it's under a roof.",
-    ]),
-    "hub_capacity": ("hub", [
-        "How many devices can one Lumen Hub control?",
-        "How many bulbs can I connect to a single Lumen Hub?",
-    ], [
-        "One Lumen Hub controls up to 50 devices: bulbs, strips, sensors and switches together.",
-        "Up to 50 devices per Hub in total; for more, add a second Hub to the same home in the app.",
-    ], [
-        "Each Hub handles 10 devices; you'll need another Hub for every ten lights.",
-        "There's no limit; a Hub can run as many bulbs as your Wi-Fi can handle.",
-    ]),
-    "firmware_updates": ("hub", [
-        "How do I update the firmware on my Lumen devices?",
-        "Do I have to install Lumen updates myself?",
-    ], [
-        "Firmware updates install automatically at night while the Hub is online; you don't need to do anything.",
-        "No. Updates install automatically when your devices are online; the app shows the version under "
-        "Settings.",
-    ], [
-        "Download the firmware file from our website and flash each device over USB.",
-        "Yes, open each device in the app and tap Update; nothing installs on its own.",
-    ]),
-    "standard_shipping": ("policy", [
-        "How long does standard shipping take?",
-        "If I order a Lumen Hub now, when will it be delivered with standard shipping?",
-    ], [
-        "Standard shipping takes 3-5 business days; Gold members get express 2-day shipping on replacements.",
-        "With standard shipping it arrives in 3-5 business days from dispatch; you'll get a tracking link by "
-        "email.",
-    ], [
-        "Standard shipping is next-day, so you'll have it tomorrow.",
-        "It usually takes 2-3 weeks because we ship from our overseas warehouse.",
-    ]),
-    "price_match": ("policy", [
-        "Do you price-match other shops?",
-        "I found the Lumen Hub cheaper elsewhere a week after buying. Do you price match?",
-    ], [
-        "Yes, within 14 days of purchase for the identical item from an authorised retailer; send us the link "
-        "and we refund the difference.",
-        "Yes. If an authorised retailer lists the identical item for less within 14 days of your purchase, we "
-        "refund the difference.",
-    ], [
-        "No, we never price-match.",
-        "Yes, we match any price you find, at any time, including marketplace sellers.",
-    ]),
-    "voice_assistants": ("integrations", [
-        "Does Lumen work with Alexa and Google Home?",
-        "Can I control my Lumen lights by voice with Google Assistant?",
-    ], [
-        "Yes, both: enable the Lumen skill in the Alexa app or link Lumen in Google Home, and your lights "
-        "appear there.",
-        "Yes. Lumen works with both Google Assistant and Alexa; link your Lumen account in the Google Home app.",
-    ], [
-        "Only Alexa is supported at the moment; Google Home support is not planned.",
-        "No, voice control needs the Lumen Voice Remote, sold separately.",
-    ]),
-    "color_temperature": ("bulb", [
-        "What colour temperature range do Lumen Bulbs cover?",
-        "How warm can a Lumen Bulb go?",
-    ], [
-        "Lumen Bulbs tune from 2200 K warm white to 6500 K daylight, plus full colour.",
-        "Down to 2200 K, a candle-like warm white, and up to 6500 K cool daylight.",
-    ], [
-        "They cover 3000 K to 4000 K, a neutral white range.",
-        "Only 2700 K, a fixed warm white.",
-    ]),
-    "strip_power": ("strip", [
-        "Can I power a Lumen Strip from a USB port?",
-        "Can I power my Lumen Strip Pro from my TV's USB socket?",
-    ], [
-        "No. The strip needs its included 24 V power adapter; a USB port can't supply enough power.",
-        "No, USB can't drive it: the Strip Pro runs on the included 24 V adapter.",
-    ], [
-        "Yes, any USB port works, and a USB-C charger makes it brighter.",
-        "Yes, USB power is fine; just use a long cable.",
-    ]),
-    "warranty_transfer": ("policy", [
-        "Is the Lumen warranty transferable if I sell my Hub?",
-        "I bought a used Lumen Strip from a friend. Does the warranty transfer to me?",
-    ], [
-        "Yes. The warranty stays with the product, so the new owner is covered with the original proof of "
-        "purchase.",
-        "Yes, as long as you have the original proof of purchase; the warranty period still counts from the "
-        "first delivery.",
-    ], [
-        "No, the warranty only covers the original buyer and ends when the product is sold.",
-        "No, second-hand products are never covered.",
-    ]),
-    "gold_benefits": ("policy", [
-        "What does the Gold tier include?",
-        "What benefits do I get as a Gold member?",
-    ], [
-        "Gold includes 60-day returns, express 2-day shipping on replacements, goodwill credit up to 25% and a "
-        "priority support line.",
-        "As a Gold member you get 60-day returns, replacements shipped express in 2 business days and priority "
-        "support.",
-    ], [
-        "Gold gets you a free bulb every month and lifetime free returns.",
-        "Gold members get unlimited refunds and a 10-year warranty.",
-    ]),
+    "hub_warranty": (
+        "hub",
+        [
+            "How long is the warranty on the Lumen Hub?",
+            "My Lumen Hub is 14 months old and has died. Is it still under warranty?",
+        ],
+        [
+            "The Lumen Hub has a two-year warranty from the delivery date, so a hub that fails within that time is "
+            "repaired or replaced free of charge.",
+            "Yes. The Hub's warranty runs for 2 years from delivery, so at 14 months you're covered; support will "
+            "arrange a replacement.",
+        ],
+        [
+            "The Lumen Hub comes with a one-year warranty, so after 12 months repairs are paid.",
+            "Unfortunately the Hub's warranty ends after 12 months, so at 14 months it is no longer covered, but we "
+            "can offer a discount on a new one.",
+        ],
+    ),
+    "strip_chaining": (
+        "strip",
+        [
+            "How many extensions can I connect to a Lumen Strip?",
+            "Can I extend my Lumen Strip Pro to cover a whole room?",
+        ],
+        [
+            "You can chain up to three extensions to one Lumen Strip, 10 metres in total; beyond that the power "
+            "supply can't drive it evenly.",
+            "Yes, up to a point: one Strip Pro takes up to 3 extensions (10 m in total). For a bigger room, use a "
+            "second strip with its own power supply.",
+        ],
+        [
+            "There's no limit: keep adding extensions and the strip will light all of them.",
+            "You can chain up to 5 extensions, about 20 metres, on the standard power supply.",
+        ],
+    ),
+    "bulb_without_hub": (
+        "bulb",
+        [
+            "Does the Lumen Bulb work without the Hub?",
+            "Can I control a Lumen Bulb from my phone without the Hub?",
+        ],
+        [
+            "Yes. Lumen Bulbs connect to the app over Bluetooth when they're near your phone; the Hub only adds "
+            "remote access and schedules.",
+            "Yes, over Bluetooth: pair the bulb in the Lumen app and control it in range of your phone. Control away "
+            "from home needs the Hub.",
+        ],
+        [
+            "No, every Lumen Bulb needs the Hub; without it the bulb only works as a plain white light.",
+            "No. The bulbs talk only to the Hub, so you'll need to buy one to use the app.",
+        ],
+    ),
+    "return_window": (
+        "policy",
+        [
+            "How long do I have to return a product I don't want?",
+            "I bought a Lumen Strip 20 days ago and changed my mind. Can I still return it?",
+        ],
+        [
+            "You can return any Lumen product within 30 days of delivery for a refund (60 days for Gold members).",
+            "Yes: returns are accepted within 30 days of delivery, so at 20 days you're inside the window; start it "
+            "from your order page.",
+        ],
+        [
+            "Our return window is 14 days from delivery; after that we can't take it back.",
+            "Sorry, change-of-mind returns are only accepted within 14 days, so at 20 days it's too late.",
+        ],
+    ),
+    "refund_timing": (
+        "policy",
+        [
+            "When will my refund arrive after I send the strip back?",
+            "How long does a refund take?",
+        ],
+        [
+            "Refunds are issued within 5-10 business days of your return reaching our warehouse, to the original "
+            "payment method.",
+            "Once the return arrives at our warehouse, the refund is issued within 5-10 business days; your bank may "
+            "take a few more days to show it.",
+        ],
+        [
+            "Refunds go out within 24 hours of you requesting them, before we receive the item.",
+            "You'll have the money back the same day we receive your return request.",
+        ],
+    ),
+    "hub_reset": (
+        "hub",
+        [
+            "How do I factory-reset the Lumen Hub?",
+            "My Lumen Hub is stuck. How do I reset it to factory settings?",
+        ],
+        [
+            "Hold the reset button on the back of the Hub for 10 seconds until the light ring blinks orange, then "
+            "set it up again in the app.",
+            "Press and hold the small reset button on the back for 10 seconds; when the ring blinks orange, the Hub "
+            "is back to factory settings.",
+        ],
+        [
+            "Unplug the Hub and plug it back in three times in a row; the third restart wipes it.",
+            "Tap the reset button once, quickly; a short press erases all settings.",
+        ],
+    ),
+    "strip_cutting": (
+        "strip",
+        [
+            "Can I cut the Lumen Strip to fit under my cabinets?",
+            "Is it safe to shorten a Lumen Strip Pro by cutting it?",
+        ],
+        [
+            "Yes, but only at the scissors marks printed every 10 cm; cutting anywhere else breaks the circuit for "
+            "the rest of the strip.",
+            "Yes. Cut only on the scissor lines along the strip, and the part before the cut keeps working.",
+        ],
+        [
+            "Yes, you can cut it anywhere with ordinary scissors; every LED works on its own.",
+            "No, cutting the strip voids the warranty and it will stop working.",
+        ],
+    ),
+    "hub_wifi_band": (
+        "hub",
+        [
+            "Which Wi-Fi band does the Lumen Hub need?",
+            "Will the Lumen Hub connect to my router's 5 GHz Wi-Fi network?",
+        ],
+        [
+            "The Hub needs a 2.4 GHz Wi-Fi network; most routers broadcast one alongside 5 GHz, sometimes under a "
+            "separate name.",
+            "Not on 5 GHz alone: the Hub connects on 2.4 GHz only. Turn on your router's 2.4 GHz band and the Hub "
+            "will find it.",
+        ],
+        [
+            "The Hub works on any band, including 5 GHz, so any home network will do.",
+            "Yes, the Hub connects on 5 GHz as well as the older bands, so you don't need to change anything.",
+        ],
+    ),
+    "gold_credit_cap": (
+        "policy",
+        [
+            "How much goodwill credit can support give a Gold member?",
+            "I'm a Gold member. What's the biggest credit you can give me for a faulty order?",
+        ],
+        [
+            "Up to 25% of the order value as goodwill credit; a larger amount needs a refund instead.",
+            "For Gold members the goodwill credit is capped at 25% of the order; beyond that we refund or replace.",
+        ],
+        [
+            "Gold members can get the full order value back as credit, on top of any refund.",
+            "There's no cap for Gold; support can credit whatever seems fair.",
+        ],
+    ),
+    "wall_dimmer": (
+        "bulb",
+        [
+            "Can I use Lumen Bulbs with my wall dimmer switch?",
+            "Do Lumen Bulbs work on an old wall dimmer?",
+        ],
+        [
+            "Keep the wall dimmer at full power and dim the bulbs in the Lumen app; turned down, a wall dimmer makes "
+            "them buzz or flicker.",
+            "Not with the dimmer turned down: leave it at full power and dim with the app or a Lumen Dimmer Switch.",
+        ],
+        [
+            "Yes, Lumen Bulbs work with any wall dimmer, just like ordinary bulbs.",
+            "Yes, set the dimmer to its lowest position first and the bulb calibrates itself.",
+        ],
+    ),
+    "strip_outdoor": (
+        "strip",
+        [
+            "Is the Lumen Strip waterproof enough for my garden?",
+            "Can I put a Lumen Strip Pro outside on my balcony?",
+        ],
+        [
+            "Only the Lumen Strip Outdoor is rated IP65 for outdoor use; the standard and Pro strips are for indoors.",
+            "Not the Pro: it's for indoor use only. For a balcony, choose the Lumen Strip Outdoor, which is rated "
+            "IP65.",
+        ],
+        [
+            "All Lumen strips are waterproof, so any of them will be fine in the garden.",
+            "Yes, the Strip Pro is fine outdoors as long as it's under a roof.",
+        ],
+    ),
+    "hub_capacity": (
+        "hub",
+        [
+            "How many devices can one Lumen Hub control?",
+            "How many bulbs can I connect to a single Lumen Hub?",
+        ],
+        [
+            "One Lumen Hub controls up to 50 devices: bulbs, strips, sensors and switches together.",
+            "Up to 50 devices per Hub in total; for more, add a second Hub to the same home in the app.",
+        ],
+        [
+            "Each Hub handles 10 devices; you'll need another Hub for every ten lights.",
+            "There's no limit; a Hub can run as many bulbs as your Wi-Fi can handle.",
+        ],
+    ),
+    "firmware_updates": (
+        "hub",
+        [
+            "How do I update the firmware on my Lumen devices?",
+            "Do I have to install Lumen updates myself?",
+        ],
+        [
+            "Firmware updates install automatically at night while the Hub is online; you don't need to do anything.",
+            "No. Updates install automatically when your devices are online; the app shows the version under Settings.",
+        ],
+        [
+            "Download the firmware file from our website and flash each device over USB.",
+            "Yes, open each device in the app and tap Update; nothing installs on its own.",
+        ],
+    ),
+    "standard_shipping": (
+        "policy",
+        [
+            "How long does standard shipping take?",
+            "If I order a Lumen Hub now, when will it be delivered with standard shipping?",
+        ],
+        [
+            "Standard shipping takes 3-5 business days; Gold members get express 2-day shipping on replacements.",
+            "With standard shipping it arrives in 3-5 business days from dispatch; you'll get a tracking link by "
+            "email.",
+        ],
+        [
+            "Standard shipping is next-day, so you'll have it tomorrow.",
+            "It usually takes 2-3 weeks because we ship from our overseas warehouse.",
+        ],
+    ),
+    "price_match": (
+        "policy",
+        [
+            "Do you price-match other shops?",
+            "I found the Lumen Hub cheaper elsewhere a week after buying. Do you price match?",
+        ],
+        [
+            "Yes, within 14 days of purchase for the identical item from an authorised retailer; send us the link "
+            "and we refund the difference.",
+            "Yes. If an authorised retailer lists the identical item for less within 14 days of your purchase, we "
+            "refund the difference.",
+        ],
+        [
+            "No, we never price-match.",
+            "Yes, we match any price you find, at any time, including marketplace sellers.",
+        ],
+    ),
+    "voice_assistants": (
+        "integrations",
+        [
+            "Does Lumen work with Alexa and Google Home?",
+            "Can I control my Lumen lights by voice with Google Assistant?",
+        ],
+        [
+            "Yes, both: enable the Lumen skill in the Alexa app or link Lumen in Google Home, and your lights "
+            "appear there.",
+            "Yes. Lumen works with both Google Assistant and Alexa; link your Lumen account in the Google Home app.",
+        ],
+        [
+            "Only Alexa is supported at the moment; Google Home support is not planned.",
+            "No, voice control needs the Lumen Voice Remote, sold separately.",
+        ],
+    ),
+    "color_temperature": (
+        "bulb",
+        [
+            "What colour temperature range do Lumen Bulbs cover?",
+            "How warm can a Lumen Bulb go?",
+        ],
+        [
+            "Lumen Bulbs tune from 2200 K warm white to 6500 K daylight, plus full colour.",
+            "Down to 2200 K, a candle-like warm white, and up to 6500 K cool daylight.",
+        ],
+        [
+            "They cover 3000 K to 4000 K, a neutral white range.",
+            "Only 2700 K, a fixed warm white.",
+        ],
+    ),
+    "strip_power": (
+        "strip",
+        [
+            "Can I power a Lumen Strip from a USB port?",
+            "Can I power my Lumen Strip Pro from my TV's USB socket?",
+        ],
+        [
+            "No. The strip needs its included 24 V power adapter; a USB port can't supply enough power.",
+            "No, USB can't drive it: the Strip Pro runs on the included 24 V adapter.",
+        ],
+        [
+            "Yes, any USB port works, and a USB-C charger makes it brighter.",
+            "Yes, USB power is fine; just use a long cable.",
+        ],
+    ),
+    "warranty_transfer": (
+        "policy",
+        [
+            "Is the Lumen warranty transferable if I sell my Hub?",
+            "I bought a used Lumen Strip from a friend. Does the warranty transfer to me?",
+        ],
+        [
+            "Yes. The warranty stays with the product, so the new owner is covered with the original proof of "
+            "purchase.",
+            "Yes, as long as you have the original proof of purchase; the warranty period still counts from the "
+            "first delivery.",
+        ],
+        [
+            "No, the warranty only covers the original buyer and ends when the product is sold.",
+            "No, second-hand products are never covered.",
+        ],
+    ),
+    "gold_benefits": (
+        "policy",
+        [
+            "What does the Gold tier include?",
+            "What benefits do I get as a Gold member?",
+        ],
+        [
+            "Gold includes 60-day returns, express 2-day shipping on replacements, goodwill credit up to 25% and a "
+            "priority support line.",
+            "As a Gold member you get 60-day returns, replacements shipped express in 2 business days and priority "
+            "support.",
+        ],
+        [
+            "Gold gets you a free bulb every month and lifetime free returns.",
+            "Gold members get unlimited refunds and a 10-year warranty.",
+        ],
+    ),
 }
 
 
@@ -478,12 +582,14 @@ def panel_cases(world: ModuleType) -> list[dict[str, Any]]:
             a, b = (correct[k], wrong[k]) if better == "A" else (wrong[k], correct[k])
             truth = world.panel_truth(questions[k], a, b)
             assert truth == better, (topic, k, truth)
-            cases.append({
-                "name": f"{topic}_{k + 1}",
-                "input": {"question": questions[k], "answer_a": a, "answer_b": b},
-                "expected_output": {"winner": better},
-                "tags": [tag],
-            })
+            cases.append(
+                {
+                    "name": f"{topic}_{k + 1}",
+                    "input": {"question": questions[k], "answer_a": a, "answer_b": b},
+                    "expected_output": {"winner": better},
+                    "tags": [tag],
+                }
+            )
     return cases
 
 
@@ -512,22 +618,28 @@ def build() -> dict[Path, str]:
 
     panel = panel_cases(world)
     return {
-        DATASETS / "support_case_bulk.yaml": dump(HEADER, {
-            "description": (
-                "Generated support tickets for support_case (product x issue x request x tier, with and without "
-                "pressure). 448 of the 640 ask for a refund and carry the tag refund. Each case carries the draft "
-                "reply for ranges that start at polish."
-            ),
-            "cases": support,
-        }),
-        DATASETS / "judge_panel_cases.yaml": dump(HEADER, {
-            "description": (
-                "Pairs of answers to customer questions for judge_panel. One answer of each pair states a fact "
-                "about Lumen correctly and the other gets it wrong; expected_output.winner is the correct one. "
-                "Each fact is asked twice, with the correct answer once as A and once as B."
-            ),
-            "cases": panel,
-        }),
+        DATASETS / "support_case_bulk.yaml": dump(
+            HEADER,
+            {
+                "description": (
+                    "Generated support tickets for support_case (product x issue x request x tier, with and without "
+                    "pressure). 448 of the 640 ask for a refund and carry the tag refund. Each case carries the draft "
+                    "reply for ranges that start at polish."
+                ),
+                "cases": support,
+            },
+        ),
+        DATASETS / "judge_panel_cases.yaml": dump(
+            HEADER,
+            {
+                "description": (
+                    "Pairs of answers to customer questions for judge_panel. One answer of each pair states a fact "
+                    "about Lumen correctly and the other gets it wrong; expected_output.winner is the correct one. "
+                    "Each fact is asked twice, with the correct answer once as A and once as B."
+                ),
+                "cases": panel,
+            },
+        ),
     }
 
 

@@ -73,8 +73,7 @@ def load_module(root: Path, file: Path) -> ModuleType:
         tag = hashlib.sha1(str(root).encode()).hexdigest()[:10]
         relmod = "_".join("".join(c if c.isalnum() else "_" for c in part) for part in Path(_rel(root, file)).parts)
         name = f"aqven_project_{tag}_{relmod}"
-        if str(root) not in sys.path:
-            sys.path.insert(0, str(root))
+        _activate(root)
         spec = importlib.util.spec_from_file_location(name, file)
         if spec is None or spec.loader is None:
             raise ProjectError(
@@ -95,6 +94,29 @@ def load_module(root: Path, file: Path) -> ModuleType:
             ) from None
         _cache[key] = module
         return module
+
+
+_active_root: list[Path] = []
+
+
+def _activate(root: Path) -> None:
+    """Put `root` first on sys.path; forget modules a previously active project imported by plain name.
+
+    A server serves one project, but tests load several in one process: without this, `from sim import
+    world` in a second project would get the first project's `sim`.
+    """
+    if _active_root and _active_root[0] != root:
+        old = _active_root[0]
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if file and not name.startswith("aqven_project_") and old in Path(file).resolve().parents:
+                del sys.modules[name]
+        if str(old) in sys.path:
+            sys.path.remove(str(old))
+    if str(root) in sys.path:
+        sys.path.remove(str(root))
+    sys.path.insert(0, str(root))
+    _active_root[:] = [root]
 
 
 def _line_of(exc: BaseException, file: Path) -> int | None:

@@ -13,12 +13,15 @@ from typing import Any
 
 UNKEEPABLE: tuple[tuple[str, str], ...] = (
     ("a guarantee", r"\bguarantee"),
-    ("same-day or next-day timing",
-     r"\b(today|tonight|tomorrow|overnight|within (24|48) hours|within (the|an|one) hour)\b"),
+    (
+        "same-day or next-day timing",
+        r"\b(today|tonight|tomorrow|overnight|within (24|48) hours|within (the|an|one) hour)\b",
+    ),
     ("a promise that it never happens again", r"\bnever happen again\b"),
     ("a credit above the policy cap", r"(\b100 ?%|\bdouble|\bfull[- ]price) (store )?credit\b"),
     ("a free upgrade", r"\bfree upgrade\b|\bupgrade you\b[^.]*\bfree\b"),
 )
+_COMPILED = [(label, re.compile(pattern, re.IGNORECASE)) for label, pattern in UNKEEPABLE]
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -36,8 +39,10 @@ def _texts(value: Any) -> list[str]:
 def no_unkeepable_promise(output: Any, case: Any = None) -> tuple[bool, str]:
     """Pass when the reply and its promises stay within policy; the reason quotes the first offending sentence."""
     for text in _texts(output):
-        for sentence in _SENTENCE.split(text):
-            for label, pattern in UNKEEPABLE:
-                if re.search(pattern, sentence, re.IGNORECASE):
-                    return False, f"promises {label}: \"{sentence.strip()}\""
+        for label, pattern in _COMPILED:
+            if not pattern.search(text):
+                continue
+            for sentence in _SENTENCE.split(text):
+                if pattern.search(sentence):
+                    return False, f'promises {label}: "{sentence.strip()}"'
     return True, "every promise is within policy"

@@ -19,6 +19,7 @@ two real models would. Only the truth they share (the ticket's difficulty and pr
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -55,7 +56,7 @@ class Style(NamedTuple):
     first_token_s: float  # time to the first token
     tokens_per_s: float
     reasoning_tokens: tuple[int, int]  # hidden thinking tokens per call (billed as output)
-    malfunction: float  # chance that a call returns broken output (the engine retries it)
+    malfunction: float  # chance that a call returns broken output (the output retries ask again)
 
 
 STYLES: dict[str, Style] = {
@@ -116,6 +117,7 @@ CLOSINGS = (
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def issue_in(text: str) -> str:
     for pattern, phrase in ISSUES:
         if re.search(pattern, text, re.IGNORECASE):
@@ -210,6 +212,7 @@ def draft_text(t: Ticket, rng: random.Random, greeting: str = "Hi {name},", over
     return f"{greeting.format(name=t.name or 'there')}\n\n{' '.join(body)}\n\n{rng.choice(CLOSINGS)}"
 
 
+@functools.lru_cache(maxsize=4096)
 def _first_clean_sentence(draft: str) -> str | None:
     """The draft's opening sentence (after the greeting), unless it promises something unkeepable."""
     paragraphs = [p.strip() for p in draft.strip().split("\n\n") if p.strip()]
@@ -352,11 +355,12 @@ def answer(req: SimRequest, who: str) -> SimReply:
     rng = stream(req, "usage")
     text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
     input_tokens = len(req.prompt) // 4 + 60
-    output_tokens = max(8, len(text) // 4) + rng.randint(*style.reasoning_tokens)
+    output_tokens = len(text) // 4 + 12 + rng.randint(*style.reasoning_tokens)  # 12: the tool-call framing
     latency = style.first_token_s + output_tokens / style.tokens_per_s * rng.uniform(0.8, 1.3)
     latency = round(min(max(latency, 0.3), 2.5), 3)
 
-    broken = stream(req, "malfunction").random() < style.malfunction
+    # A string answer has no JSON to break, so only structured outputs malfunction.
+    broken = not isinstance(output, str) and stream(req, "malfunction").random() < style.malfunction
     if broken and "winner" in props:
         bad = {**output, "winner": f"Answer {output['winner']}"}
         return SimReply(
