@@ -102,7 +102,7 @@ CASES: list[Broken] = [
     Broken("yaml_duplicate_node_key", sub(MAIN, "    agent: a\n", "    agent: a\n    agent: b\n"), "E_YAML_DUPLICATE_KEY",
            MAIN, "agent: b"),
     Broken("yaml_tab_indent", sub(AGENT, "  temperature: 0.3", "\ttemperature: 0.3"), "E_YAML_SYNTAX", AGENT, 4),
-    Broken("yaml_question_in_flow_mapping", sub(HELPER, '"integer?"', "integer?"), "E_YAML_SYNTAX", HELPER, 1),
+    Broken("yaml_unclosed_quote", sub(HELPER, '"integer?"', '"integer?'), "E_YAML_SYNTAX", HELPER),
     Broken("yaml_two_documents", add(CONFIG, "---\npackage: again\n"), "E_YAML_SYNTAX", CONFIG, 9),
     Broken("yaml_python_tag", {CONFIG: "package: !!python/object/apply:os.system [ls]\n"}, "E_YAML_SYNTAX", CONFIG, 1),
     Broken("yaml_unknown_tag", add(DATASET, "extra: !secret x\n"), "E_YAML_SYNTAX", DATASET),

@@ -16,8 +16,8 @@ from aqven.errors import ProjectError
 
 PathKey = tuple[str | int, ...]
 MAX_DEPTH = 64  # nesting levels; deeper documents are refused rather than overflowing the stack
-MAX_NODES = 100_000
-_SEQ_TAG, _MAP_TAG = "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"  # values after expanding aliases; refuses "billion laughs" documents
+MAX_NODES = 100_000  # values after expanding aliases; refuses "billion laughs" documents
+_SEQ_TAG, _MAP_TAG = "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
 
 
 @dataclass
