@@ -19,7 +19,7 @@ from pathlib import Path
 
 os.environ["AQVEN_SIM_LATENCY_SCALE"] = "0"
 
-from aqven.engine.records import RunRequest  # noqa: E402
+from aqven.store.records import RunRequest  # noqa: E402
 from aqven.engine.runner import Engine  # noqa: E402
 from aqven.project.init import init_project  # noqa: E402
 from aqven.project.loader import load_project  # noqa: E402

@@ -128,7 +128,11 @@ values = st.recursive(
 collections = st.one_of(st.lists(scalars, max_size=3), st.dictionaries(identifiers, scalars, min_size=1, max_size=3))
 binding_texts = st.one_of(
     st.builds(lambda s: "$" + s, st.text(max_size=15)),
-    st.builds(lambda n, f: f"${n}.out{f}", st.sampled_from([*MAIN_IDS, "shout", "nope", "input"]), st.sampled_from(["", ".x", ".label", ".0"])),
+    st.builds(
+        lambda n, f: f"${n}.out{f}",
+        st.sampled_from([*MAIN_IDS, "shout", "nope", "input"]),
+        st.sampled_from(["", ".x", ".label", ".0"]),
+    ),
     st.builds(lambda s, f: f"${s}.{f}", st.sampled_from(["input", "context"]), st.text(max_size=8)),
     st.builds(lambda n: f"${n}.out", identifiers),
 )
@@ -296,7 +300,7 @@ def random_type(draw: st.DrawFn) -> Mutation:
     return Mutation("random_type", {file: _with(file, path, put)}, breaks)
 
 
-mutations = st.one_of(
+single_mutations = st.one_of(
     insert_unknown_key(),
     delete_required_key(),
     delete_any_key(),
@@ -309,6 +313,18 @@ mutations = st.one_of(
     rename_node(),
     random_type(),
 )
+
+
+@st.composite
+def two_mutations(draw: st.DrawFn) -> Mutation:
+    """Two mutations at once; when both touch one file, the second one's version of it stands."""
+    first, second = draw(single_mutations), draw(single_mutations)
+    overlap = set(first.overrides) & set(second.overrides)
+    breaks = second.breaks or (first.breaks and not overlap)
+    return Mutation("two_mutations", {**first.overrides, **second.overrides}, breaks)
+
+
+mutations = st.one_of(single_mutations, two_mutations())
 
 
 @contextmanager
@@ -375,17 +391,51 @@ def test_parse_yaml_of_any_text_returns_or_raises_a_project_error(text: str) -> 
 yaml_like = st.one_of(
     st.text(max_size=120),
     st.builds(_dump, values),
-    st.lists(st.sampled_from(["package: x\n", "  - a\n", "nodes:\n", "- id: a\n", "  kind: llm\n", "? x\n", ": y\n",
-                              "&a [*a]\n", "{", "}", "\t", "'", '"', "---\n", "key: value\n", "!!str x\n"]),
-             max_size=8).map("".join),
+    st.lists(
+        st.sampled_from(
+            [
+                "package: x\n",
+                "  - a\n",
+                "nodes:\n",
+                "- id: a\n",
+                "  kind: llm\n",
+                "? x\n",
+                ": y\n",
+                "&a [*a]\n",
+                "{",
+                "}",
+                "\t",
+                "'",
+                '"',
+                "---\n",
+                "key: value\n",
+                "!!str x\n",
+            ]
+        ),
+        max_size=8,
+    ).map("".join),
 )
 
 
-@settings(max_examples=max(150, EXAMPLES // 2), deadline=None, derandomize=not os.environ.get("AQVEN_FUZZ_RANDOM"), database=None)
+@settings(
+    max_examples=max(150, EXAMPLES // 2),
+    deadline=None,
+    derandomize=not os.environ.get("AQVEN_FUZZ_RANDOM"),
+    database=None,
+)
 @given(
     st.dictionaries(
-        st.sampled_from(["aqven.yaml", "agents/b.yaml", "datasets/e.yaml", "flows/f/flow.yaml", ".aqven/local.yaml",
-                         "flows/main/flow.yaml", "agents/a.yaml"]),
+        st.sampled_from(
+            [
+                "aqven.yaml",
+                "agents/b.yaml",
+                "datasets/e.yaml",
+                "flows/f/flow.yaml",
+                ".aqven/local.yaml",
+                "flows/main/flow.yaml",
+                "agents/a.yaml",
+            ]
+        ),
         st.one_of(yaml_like, st.binary(max_size=40)),
         min_size=1,
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from aqven.engine.records import RunRequest
+from aqven.store.records import RunRequest
 from aqven.engine.runner import Engine
 from aqven.errors import RunInputError
 from aqven.models.call import CallResult, ModelCall

@@ -127,10 +127,6 @@ def test_agents() -> None:
         assert spec["output_mode"] in ("tool", "native", "prompted")
 
 
-def test_experiments_folder_is_empty() -> None:
-    assert [p.name for p in (TEMPLATE / "experiments").iterdir()] == [".gitkeep"]
-
-
 def test_support_case_flow_shape(flows: dict[str, Any]) -> None:
     flow = flows["support_case"]
     assert flow["input"] == {"ticket": "string", "tier": "string"}

@@ -68,9 +68,9 @@ def check(
     root: RootOpt = None,
 ) -> None:
     """Validate the project's files; exit 1 on errors."""
-    from aqven.engine.check import check_project
+    from aqven.research.workspace import check_workspace
 
-    _project, diagnostics = check_project(project_root(root))
+    _ws, diagnostics = check_workspace(project_root(root))
     errors = sum(d.severity == "error" for d in diagnostics)
     if as_json:
         print(
@@ -145,6 +145,134 @@ def run(
     else:
         run_summary(record, events)
     raise typer.Exit({"done": 0, "failed": 1, "waiting_human": 4}.get(record["status"], 1))
+
+
+@app.command()
+def series(
+    experiment: Annotated[str, typer.Argument(help="the experiment to run")],
+    on: Annotated[str, typer.Option(help="dev (working cases) or holdout")] = "dev",
+    cases: Annotated[int | None, typer.Option(help="the first N cases of that half")] = None,
+    repeats: Annotated[int | None, typer.Option(help="repeats per case and variant (at most 20)")] = None,
+    cap: Annotated[str | None, typer.Option(help="the series' own spend cap in USD")] = None,
+    simulate: Annotated[bool, typer.Option("--simulate", help="answer with the agents' simulators")] = False,
+    client_op_id: Annotated[str | None, typer.Option(help="idempotency key: the same key starts one series")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the final state as one JSON line")] = False,
+    root: RootOpt = None,
+) -> None:
+    """Run EXPERIMENT as a series and print its verdict (exit 0 done, 1 cancelled/failed, 3 approval, 4 person)."""
+    from aqven.cli.client import Client
+    from aqven.cli.series_cmd import start_and_follow
+
+    if on not in ("dev", "holdout"):
+        fail(
+            AqvenError(
+                f"--on must be dev or holdout, not {on!r}",
+                code="VALIDATION_ERROR",
+                hint="explore on dev; confirm once on holdout",
+            )
+        )
+    body: dict[str, Any] = {"experiment_id": experiment, "on": on, "simulate": simulate}
+    for key, value in (("cases", cases), ("repeats", repeats), ("cap_usd", cap), ("client_op_id", client_op_id)):
+        if value is not None:
+            body[key] = value
+    try:
+        code = start_and_follow(Client(project_root(root)), body, as_json=as_json)
+    except AqvenError as err:
+        _show_problems(err)
+        fail(err, 1)
+    raise typer.Exit(code)
+
+
+def _show_problems(err: AqvenError) -> None:
+    for p in (err.details or {}).get("problems", [])[:20]:
+        where = f"{p.get('file')}:{p.get('line')}: " if p.get("file") else ""
+        who = f"case {p['case']} × variant {p['variant']}: " if p.get("case") else ""
+        err_console.print(f"  {where}{who}{p.get('code')}: {p.get('message')}", markup=False)
+
+
+@app.command()
+def look(
+    flow: Annotated[str, typer.Argument(help="the flow to look at")],
+    dataset: Annotated[str, typer.Option(help="the dataset of the cases")],
+    case: Annotated[list[str], typer.Option("--case", help="a case name (repeat the option)")],
+    from_node: Annotated[str | None, typer.Option("--from", help="first top-level node")] = None,
+    to_node: Annotated[str | None, typer.Option("--to", help="last top-level node")] = None,
+    simulate: Annotated[bool, typer.Option("--simulate", help="answer with the agents' simulators")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the final state as one JSON line")] = False,
+    root: RootOpt = None,
+) -> None:
+    """Run FLOW once on each named case: no verdict, no finding; every case with its checks and trace."""
+    from aqven.cli.client import Client
+    from aqven.cli.series_cmd import print_look, start_and_follow
+
+    body = {
+        "look": {
+            "flow_id": flow,
+            "dataset_id": dataset,
+            "case_names": case,
+            "start_node": from_node,
+            "end_node": to_node,
+        },
+        "simulate": simulate,
+    }
+    try:
+        client = Client(project_root(root))
+        code = start_and_follow(client, body, as_json=True) if as_json else None
+        if code is None:
+            started = client.post("/api/series", body)
+            sid = started["series"]["series_id"]
+            state = client.get(f"/api/series/{sid}", wait_seconds=50, include_cases="true")
+            while state["status"] not in ("done", "cancelled", "failed", "awaiting_approval", "waiting_human"):
+                state = client.get(f"/api/series/{sid}", wait_seconds=50, include_cases="true")
+            print_look(state)
+            code = {"done": 0, "awaiting_approval": 3, "waiting_human": 4}.get(state["status"], 1)
+    except AqvenError as err:
+        _show_problems(err)
+        fail(err, 1)
+    raise typer.Exit(code)
+
+
+def _series_action(path: str, body: dict[str, Any], root: Path | None) -> None:
+    from aqven.cli.client import Client
+    from aqven.cli.series_cmd import report
+
+    try:
+        client = Client(project_root(root))
+        state = client.post(path, body)
+    except AqvenError as err:
+        fail(err, 1)
+    if path.endswith("/approve") and state["status"] == "running":
+        console.print(f"approved: series {state['series_id']} runs on under a cap of ${state['spend']['cap_usd']}")
+        from aqven.cli.series_cmd import follow
+
+        state = follow(client, state["series_id"], quiet=False)
+    raise typer.Exit(report(client, state))
+
+
+@app.command()
+def approve(
+    series_id: Annotated[str, typer.Argument(help="the paused series")],
+    cap: Annotated[str | None, typer.Option(help="the new cap in USD (default: double the old one)")] = None,
+    root: RootOpt = None,
+) -> None:
+    """Continue a series paused at its cap, with a higher cap, and follow it to its verdict."""
+    _series_action(f"/api/series/{series_id}/approve", {"cap_usd": cap} if cap else {}, root)
+
+
+@app.command()
+def stop(series_id: Annotated[str, typer.Argument(help="the paused series")], root: RootOpt = None) -> None:
+    """Stop a series paused at its cap: its verdict is invalid (stopped by the spend cap)."""
+    _series_action(f"/api/series/{series_id}/stop", {}, root)
+
+
+@app.command()
+def cancel(
+    series_id: Annotated[str, typer.Argument(help="the series to cancel")],
+    reason: Annotated[str | None, typer.Option(help="why, for the record")] = None,
+    root: RootOpt = None,
+) -> None:
+    """Cancel a series: queued attempts never start, running ones finish; no finding."""
+    _series_action(f"/api/series/{series_id}/cancel", {"reason": reason} if reason else {}, root)
 
 
 @app.command()

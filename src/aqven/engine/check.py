@@ -93,24 +93,31 @@ def _check_simulator(project: Project, ref: str, file: str) -> list[Diagnostic]:
 
 def check_datasets(project: Project) -> list[Diagnostic]:
     out: list[Diagnostic] = []
-    for dataset_id, dataset in project.datasets.items():
-        file = project.file_of("dataset", dataset_id) or f"datasets/{dataset_id}.yaml"
+    for (kind, dataset_id), file in project.files.items():
+        doc = project.docs.get(file)
+        if kind != "dataset" or doc is None or not isinstance(doc.data, dict):
+            continue
+        cases = doc.data.get("cases")
         first: dict[str, int] = {}
-        for i, case in enumerate(dataset.cases):
-            line = project.doc_line(file, ("cases", i, "name"))
-            if case.name in first:
+        for i, case in enumerate(cases if isinstance(cases, list) else []):
+            name = case.get("name") if isinstance(case, dict) else None
+            if not isinstance(name, str):
+                continue  # a missing or mistyped name is reported by the loader
+            line = doc.line_of(("cases", i, "name"))
+            if name in first:
                 out.append(
                     _diag(
                         "E_DUPLICATE_CASE",
-                        f"case name {case.name!r} is used twice (first at line {first[case.name]})",
+                        f"case name {name!r} is used twice (first at line {first[name]})",
                         file,
                         line,
                         "case names are unique within a dataset; never rename a case, add a new one",
                     )
                 )
             else:
-                first[case.name] = line or i + 1
-        if not dataset.cases:
+                first[name] = line or i + 1
+        dataset = project.datasets.get(dataset_id)
+        if dataset is not None and not dataset.cases:
             out.append(
                 _diag("W_EMPTY_DATASET", f"dataset {dataset_id!r} has no cases", file, 1, "add cases", warning=True)
             )

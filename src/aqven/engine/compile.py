@@ -49,11 +49,13 @@ class FlowCompiler:
         self.diagnostics: list[Diagnostic] = []
         self._stack: list[str] = []
         self._done: dict[str, CompiledFlow | None] = {}
+        self._errors = 0
 
     # ---- diagnostics ----
 
     def _err(self, code: str, message: str, where: tuple[str, int | None], hint: str = "") -> None:
         file, line = where
+        self._errors += 1  # counted even when the same diagnostic is already listed
         d = Diagnostic(code=code, severity="error", file=file, line=line, message=message, hint=hint)
         if d not in self.diagnostics:  # a module that fails to import is named by every node that uses it
             self.diagnostics.append(d)
@@ -111,7 +113,7 @@ class FlowCompiler:
     def _compile_source(self, source: FlowSource, patch: FlowPatch) -> CompiledFlow | None:
         spec = source.spec
         fw = _Where(self.project, source.doc.file, ())
-        before = len([d for d in self.diagnostics if d.severity == "error"])
+        before = self._errors
         input_schema = self._schema(spec.input, fw, "input")
         output_schema = self._schema(spec.output, fw, "output")
 
@@ -160,8 +162,7 @@ class FlowCompiler:
                 fw.at("result" if spec.result else "output"),
                 hint="make the result binding and the declared output type agree",
             )
-        errors_now = len([d for d in self.diagnostics if d.severity == "error"])
-        if errors_now > before:
+        if self._errors > before:
             return None
         return CompiledFlow(
             id=spec.id,
@@ -243,6 +244,7 @@ class FlowCompiler:
             node.output_schema = self._schema(spec.output, where, "output")
         elif isinstance(spec, CallNode):
             flow_id = patch.flows.get(spec.id, spec.flow)
+            node.called_id = flow_id
             node.called = self.compile(flow_id, where=where.at("flow"))
             if node.called is not None:
                 node.output_schema = node.called.output_schema
@@ -251,6 +253,13 @@ class FlowCompiler:
         elif isinstance(spec, GroupNode):
             node.children = [self._node(c, source, where.child("nodes", i), patch) for i, c in enumerate(spec.nodes)]
             node.result = spec.result or (f"${spec.nodes[-1].id}.out" if spec.nodes else None)
+            if spec.inputs:
+                self._warn(
+                    "W_GROUP_INPUTS",
+                    f"group {spec.id!r} has inputs, but its children do not see them",
+                    where.at("inputs"),
+                    hint="remove the group's inputs; its children bind $input..., $context... or other nodes directly",
+                )
             if not spec.nodes:
                 self._err(
                     "E_EMPTY_GROUP",
@@ -329,8 +338,8 @@ class FlowCompiler:
                     self._check_binding(b, node, group, ctx, nw.at("inputs", key))
                     if b.source == "node" and b.node in ids and b.node != node.id:
                         node.deps.add(b.node)
-            if node.kind == "call" and node.called is not None:
-                self._check_call_inputs(node, ctx, nw)
+            if isinstance(node.spec, CallNode):
+                self._check_call_inputs(node, node.spec, ctx, nw)
             if node.children:
                 self._check_scope(node.children, node.id, ctx, nw.child("nodes"))
                 for b in _quiet_bindings(node):
@@ -410,14 +419,26 @@ class FlowCompiler:
             )
         return schema
 
-    def _check_call_inputs(self, node: CompiledNode, ctx: _Ctx, where: _Where) -> None:
-        assert node.called is not None
-        target = node.called.input_schema
+    def _declared_input(self, flow_id: str) -> dict[str, Any] | None:
+        """A flow's declared input type, also when the flow itself has other problems."""
+        source = self.find_flow(flow_id)
+        if source is None:
+            return None
+        try:
+            return to_json_schema(source.spec.input)
+        except TypeSpecError:
+            return None  # reported where that flow is compiled
+
+    def _check_call_inputs(self, node: CompiledNode, spec: CallNode, ctx: _Ctx, where: _Where) -> None:
+        called_id = node.called_id or spec.flow
+        target = node.called.input_schema if node.called else self._declared_input(called_id)
+        if target is None:
+            return
         types = _schema_types(target)
         if types and "object" not in types:
             self._err(
                 "E_BINDING_TYPE",
-                f"flow {node.called.id!r} takes {describe(target)}, but a call node passes its inputs as an object",
+                f"flow {called_id!r} takes {describe(target)}, but a call node passes its inputs as an object",
                 where.at("flow"),
                 hint="give the called flow an object input, e.g. input: {text: string}",
             )
@@ -430,15 +451,15 @@ class FlowCompiler:
                 if name not in node.inputs:
                     self._err(
                         "E_BINDING_TYPE",
-                        f"call node {node.id!r} does not give input {name!r} that flow {node.called.id!r} needs",
+                        f"call node {node.id!r} does not give input {name!r} that flow {called_id!r} needs",
                         where.at("inputs"),
-                        hint=f"flow {node.called.id!r} takes {describe(target)}",
+                        hint=f"flow {called_id!r} takes {describe(target)}",
                     )
             for name, value in node.inputs.items():
                 if props and name not in props and target.get("additionalProperties") in (None, False):
                     self._err(
                         "E_BINDING_TYPE",
-                        f"flow {node.called.id!r} has no input {name!r}",
+                        f"flow {called_id!r} has no input {name!r}",
                         where.at("inputs", name),
                         hint=f"it takes {describe(target)}",
                     )
@@ -453,7 +474,7 @@ class FlowCompiler:
                     self._err(
                         "E_BINDING_TYPE",
                         f"input {name!r} of call node {node.id!r} gets {describe(source)}, "
-                        f"but flow {node.called.id!r} wants {describe(props[name])}",
+                        f"but flow {called_id!r} wants {describe(props[name])}",
                         where.at("inputs", name),
                         hint="bind a value of the right type",
                     )

@@ -22,6 +22,7 @@ class CompiledNode:
     code_file: Path | None = None
     code_function: str | None = None
     called: CompiledFlow | None = None
+    called_id: str | None = None  # the flow a call node calls (after a variant's patch)
     children: list[CompiledNode] = field(default_factory=list)
     result: str | None = None  # a group's result binding
     src_file: str = ""  # where the node was written, for diagnostics

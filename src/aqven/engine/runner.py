@@ -16,7 +16,6 @@ from typing import Any
 
 from aqven.engine.compile import compile_flow
 from aqven.engine.compiled import CompiledFlow, CompiledNode
-from aqven.engine.records import RunError, RunRecord, RunRequest
 from aqven.engine.template import render
 from aqven.engine.variant import FlowPatch
 from aqven.errors import AqvenError, ProjectError, RunInputError
@@ -26,6 +25,7 @@ from aqven.project.bindings import Binding, bindings_in, parse_binding, resolve
 from aqven.project.conform import violation
 from aqven.project.loader import Project
 from aqven.project.pycode import load_function
+from aqven.store.records import RunError, RunRecord, RunRequest
 from aqven.store.runs import RunStore
 
 CallModel = Callable[[ModelCall, Callable[[str, dict[str, Any]], None] | None], Awaitable[CallResult]]

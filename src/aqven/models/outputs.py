@@ -23,6 +23,8 @@ import jsonschema.exceptions
 import jsonschema.validators
 from pydantic_ai import ModelRetry, NativeOutput, PromptedOutput, StructuredDict, ToolOutput
 
+from aqven.project.conform import violation
+
 OutputMode = Literal["tool", "native", "prompted"]
 PlanKind = Literal["text", "object", "wrapped"]
 
@@ -65,12 +67,10 @@ class OutputPlan:
 
     def validate(self, value: Any) -> str | None:
         """None when `value` (unwrapped) matches the schema, else a short description of the first error."""
-        validator = _validator(json.dumps(self.schema, sort_keys=True))
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-        if error is None:
+        problem = violation(value, self.schema)
+        if problem is None:
             return None
-        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-        return f"{SCHEMA_MISMATCH_PREFIX}: at {where}: {error.message[:300]}"
+        return f"{SCHEMA_MISMATCH_PREFIX}: at {problem[:300]}"
 
     def check(self, value: Any) -> Any:
         """The output validator body: raise `ModelRetry` on a mismatch, else return `value` unchanged."""
@@ -81,19 +81,21 @@ class OutputPlan:
 
 
 @lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
+def _schema_problem(schema_json: str) -> str | None:
+    """Checking a schema against the meta-schema is slow: once per distinct schema."""
     schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema)
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        return exc.message
+    return None
 
 
 def plan_output(schema: dict[str, Any]) -> OutputPlan:
     """The output plan for a JSON Schema; `ValueError` when the schema itself is invalid."""
-    cls = jsonschema.validators.validator_for(schema)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        raise ValueError(f"the output schema is not valid JSON Schema: {exc.message}") from None
+    problem = _schema_problem(json.dumps(schema, sort_keys=True))
+    if problem is not None:
+        raise ValueError(f"the output schema is not valid JSON Schema: {problem}")
     kind_of = schema.get("type")
     if kind_of == "string":
         return OutputPlan(schema=schema, kind="text", model_schema=schema)

@@ -77,12 +77,17 @@ def pick(value: Any, fields: tuple[str, ...]) -> Any:
 def resolve(value: Any, scope: dict[str, Any]) -> Any:
     """Replace every binding inside `value` by its value from `scope`.
 
-    scope: {"input": ..., "context": ..., "nodes": {node_id: output}}.
+    scope: {"input": ..., "context": ..., "nodes": {node_id: output}}. A field that is absent at run time
+    (an optional input field, a context key the case lacks) reads as None; `aqven check` has already
+    refused fields that the declared types rule out.
     """
     if is_binding(value):
         b = parse_binding(value)
         base = scope["nodes"][b.node] if b.source == "node" else scope.get(b.source) or {}
-        return pick(base, b.fields)
+        try:
+            return pick(base, b.fields)
+        except (KeyError, IndexError):
+            return None
     if isinstance(value, dict):
         return {k: resolve(v, scope) for k, v in value.items()}
     if isinstance(value, list):

@@ -26,5 +26,5 @@ def violation(value: Any, schema: dict[str, Any]) -> str | None:
     error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     if error is None:
         return None
-    where = "/".join(str(p) for p in error.absolute_path)
-    return f"{where}: {error.message}" if where else error.message
+    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+    return f"{where}: {error.message}"

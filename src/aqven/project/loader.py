@@ -101,8 +101,11 @@ def _clean_loc(data: Any, loc: tuple[Any, ...]) -> tuple[str | int, ...]:
 
 
 _CODES = {
-    "extra_forbidden": ("E_UNKNOWN_KEY", "remove the key or fix its spelling; see docs/reference/"),
-    "missing": ("E_MISSING_KEY", "add the key; see docs/reference/ for what each file needs"),
+    "extra_forbidden": (
+        "E_UNKNOWN_KEY",
+        "remove the key or fix its spelling; docs/reference/project-files.md lists every key",
+    ),
+    "missing": ("E_MISSING_KEY", "add the key; docs/reference/project-files.md lists what each file needs"),
     "union_tag_invalid": ("E_UNKNOWN_NODE_KIND", "kind is one of llm, code, call, group, human"),
     "union_tag_not_found": ("E_MISSING_KEY", "every node needs a kind: llm, code, call, group or human"),
     "string_pattern_mismatch": ("E_INVALID_ID", "ids use letters, digits, _ and -, and start with a letter or _"),
@@ -140,7 +143,7 @@ def validation_diagnostics(err: ValidationError, doc: YamlDoc) -> list[Diagnosti
         elif etype in _RANGE_TYPES:
             code, hint = "E_VALUE_RANGE", "give a value inside the allowed range"
         else:
-            code, hint = "E_INVALID_VALUE", "fix the value; see docs/reference/"
+            code, hint = "E_INVALID_VALUE", "fix the value; see docs/reference/project-files.md"
         where = ".".join(str(p) for p in loc) or "(file)"
         msg = e["msg"].removeprefix("Value error, ")
         if etype == "extra_forbidden":

@@ -99,8 +99,8 @@ class _Walker:
             self.active.discard(id(node))
 
 
-def _syntax_hint(problem: str, context: str) -> str:
-    if "\\t" in problem or "\t" in problem:
+def _syntax_hint(problem: str, context: str, line_text: str) -> str:
+    if "\\t" in problem or "\t" in problem or "\t" in line_text[: len(line_text) - len(line_text.lstrip())]:
         return "indent with spaces; YAML does not allow tab characters here"
     if "'?'" in problem and "flow mapping" in context:
         return 'inside {...} quote a type that ends in "?", for example {tier: "string?"}, or use block style'
@@ -122,12 +122,14 @@ def parse_yaml(text: str, file: str) -> YamlDoc:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem, context = str(exc.problem or ""), str(exc.context or "")
+        lines = text.splitlines()
+        line_text = lines[mark.line] if mark and 0 <= mark.line < len(lines) else ""
         raise ProjectError(
             f"YAML syntax error: {problem or context or 'cannot parse'}",
             code="E_YAML_SYNTAX",
             file=file,
             line=min(mark.line + 1, text.count("\n") + 1) if mark else None,  # the end of the stream is past the text
-            hint=_syntax_hint(problem, context),
+            hint=_syntax_hint(problem, context, line_text),
         ) from None
     except yaml.reader.ReaderError as exc:
         raise _reader_error(exc, text, file) from None

@@ -366,7 +366,19 @@ def _check_checks(
             )
         seen.add(check.id)
         for code, message, hint in check_spec_problems(project, exp, check, experiments):
-            a.err(code, message, ("checks", i), hint)
+            if code.startswith("W_"):  # warnings: W_JUDGE_UNVALIDATED, W_CHECK_PARAM_UNUSED, ...
+                a.diagnostics.append(
+                    Diagnostic(
+                        code=code,
+                        severity="warning",
+                        file=exp.file,
+                        line=project.doc_line(exp.file, ("checks", i)),
+                        message=message,
+                        hint=hint,
+                    )
+                )
+            else:
+                a.err(code, message, ("checks", i), hint)
     for name, metric in spec.metrics.items():
         if metric.check not in seen:
             a.err(

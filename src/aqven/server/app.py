@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from aqven import __version__
 from aqven.errors import AqvenError
 from aqven.server.routes_project import router as project_router
+from aqven.server.routes_research import router as research_router
 from aqven.server.routes_runs import router as runs_router
 from aqven.server.service import ProjectService
 
@@ -73,4 +74,5 @@ def create_app(root: Path) -> FastAPI:
 
     app.include_router(project_router)
     app.include_router(runs_router)
+    app.include_router(research_router)
     return app

@@ -6,12 +6,12 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
-from aqven.engine.check import check_project
 from aqven.engine.compile import FlowCompiler
 from aqven.engine.compiled import CompiledNode
 from aqven.errors import NotFoundError
 from aqven.project.local import spend_cap
 from aqven.project.split import side_of
+from aqven.research.workspace import check_workspace
 from aqven.server.deps import service_of
 from aqven.server.service import ProjectService
 
@@ -37,7 +37,7 @@ def get_project(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
 
 @router.get("/check")
 def get_check(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
-    _project, diagnostics = check_project(svc.root)
+    _ws, diagnostics = check_workspace(svc.root)
     errors = sum(d.severity == "error" for d in diagnostics)
     return {
         "ok": errors == 0,

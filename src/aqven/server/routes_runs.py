@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from aqven.engine.records import RunRecord, TraceEvent
 from aqven.errors import NotFoundError
 from aqven.server.deps import service_of
 from aqven.server.service import ProjectService
+from aqven.store.records import RunRecord, TraceEvent
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 
@@ -68,7 +68,7 @@ def list_runs(
     offset: int = Query(0, ge=0),
     svc: ProjectService = Depends(service_of),
 ) -> list[RunRecord]:
-    return svc.runs.list(flow_id=flow_id, status=status, series_id=series_id, limit=limit, offset=offset)
+    return svc.runs.list_runs(flow_id=flow_id, status=status, series_id=series_id, limit=limit, offset=offset)
 
 
 @router.get("/{run_id}")

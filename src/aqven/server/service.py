@@ -9,20 +9,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from pathlib import Path
 from typing import Any
 
-from aqven.engine.records import RunRecord, RunRequest
 from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError, RunInputError, StateConflictError
 from aqven.project.conform import violation
-from aqven.project.loader import Project, load_project
+from aqven.project.loader import Project
 from aqven.project.local import simulate_enabled
 from aqven.project.paths import DB_FILE, state_dir
 from aqven.project.schema import Case
+from aqven.research.findings import regenerate
+from aqven.research.series_service import SeriesService
+from aqven.research.workspace import Workspace
 from aqven.store.db import Database
+from aqven.store.records import RunRecord, RunRequest
 from aqven.store.runs import RunStore
+from aqven.store.series import SeriesStore
 
+FINGERPRINT_EVERY_S = 1.0  # how often the project files are looked at for changes
 WATCHED = ("aqven.yaml", "agents", "datasets", "flows", "experiments", "checks")
 
 
@@ -43,24 +49,34 @@ class ProjectService:
         self.root = root.resolve()
         self.db = Database(state_dir(self.root) / DB_FILE)
         self.runs = RunStore(self.db)
-        self._project: Project | None = None
+        self._workspace: Workspace | None = None
+        self._checked = 0.0
         self._fp: tuple[tuple[str, float, int], ...] | None = None
         self._tasks: dict[str, asyncio.Task[RunRecord]] = {}
-        self._engine: tuple[Project, Engine] | None = None
+        self._engine: tuple[Workspace, Engine] | None = None
+        self.series = SeriesService(self.workspace, self.engine, self.runs, SeriesStore(self.db))
 
     # ---- project ----
 
-    def project(self) -> Project:
+    def workspace(self) -> Workspace:
+        """The project and its experiments, re-read when a file changed."""
+        now = time.monotonic()
+        if self._workspace is not None and now - self._checked < FINGERPRINT_EVERY_S:
+            return self._workspace
         fp = _fingerprint(self.root)
-        if self._project is None or fp != self._fp:
-            self._project = load_project(self.root)
+        self._checked = now
+        if self._workspace is None or fp != self._fp:
+            self._workspace = Workspace.load(self.root)
             self._fp = fp
-        return self._project
+        return self._workspace
+
+    def project(self) -> Project:
+        return self.workspace().project
 
     def engine(self) -> Engine:
-        project = self.project()
-        if self._engine is None or self._engine[0] is not project:
-            self._engine = (project, Engine(project, self.runs))
+        ws = self.workspace()
+        if self._engine is None or self._engine[0] is not ws:
+            self._engine = (ws, Engine(ws.project, self.runs, patch_for=ws.patch_for))
         return self._engine[1]
 
     def find_case(self, case_name: str, dataset_id: str | None) -> tuple[str, Case]:
@@ -174,16 +190,24 @@ class ProjectService:
                 hint=f"answer with a value of type {schema}",
             ) from None
         self.runs.answer(run_id, node_id, answer)
-        self._spawn(run_id)
+        self.runs.set_status(run_id, "queued")
+        if record.series_id is not None:
+            self.series.runner.drive(record.series_id)  # the series driver resumes its own attempts
+        else:
+            self._spawn(run_id)
 
     def resume_interrupted(self) -> list[str]:
-        """Runs left running or queued by a server that died: run what did not finish."""
-        ids = self.runs.ids_with_status("running", "queued")
+        """After a restart: finish runs and series a dead server left, and repair a stale FINDINGS.md."""
+        regenerate(self.root)
+        rows = self.db.query("SELECT id FROM runs WHERE status IN ('running', 'queued') AND series_id IS NULL")
+        ids = [r["id"] for r in rows]
         for run_id in ids:
             self._spawn(run_id)
+        self.series.runner.resume_all()
         return ids
 
     async def shutdown(self) -> None:
+        await self.series.runner.shutdown()
         for task in list(self._tasks.values()):
             task.cancel()
         self.db.close()

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -57,6 +57,58 @@ _MIGRATIONS: dict[int, str] = {
         answered_at TEXT NOT NULL,
         PRIMARY KEY (run_id, node_id)
     );
+    """,
+    2: """
+    CREATE TABLE series (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        experiment_id TEXT,
+        on_side TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        ended_at TEXT,
+        client_op_id TEXT UNIQUE,
+        plan TEXT NOT NULL,
+        cap_usd TEXT NOT NULL,
+        project_cap_usd TEXT NOT NULL,
+        project_cap_source TEXT NOT NULL,
+        pause TEXT,
+        verdict TEXT,
+        error TEXT,
+        stop_reason TEXT,
+        inputs_hash TEXT NOT NULL,
+        inputs TEXT NOT NULL,
+        simulated INTEGER NOT NULL DEFAULT 0,
+        finding TEXT,
+        active_seconds REAL NOT NULL DEFAULT 0,
+        active_since REAL
+    );
+    CREATE INDEX series_experiment ON series(experiment_id, created_at);
+    CREATE TABLE attempts (
+        series_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        case_name TEXT NOT NULL,
+        dataset_id TEXT NOT NULL,
+        side TEXT NOT NULL,
+        variant_id TEXT NOT NULL,
+        rep INTEGER NOT NULL,
+        seed INTEGER NOT NULL,
+        status TEXT NOT NULL DEFAULT 'queued',
+        run_id TEXT,
+        outcome TEXT,
+        value REAL,
+        error_code TEXT,
+        error_message TEXT,
+        checks TEXT,
+        cost_usd TEXT,
+        unpriced INTEGER NOT NULL DEFAULT 0,
+        reruns INTEGER NOT NULL DEFAULT 0,
+        started_at TEXT,
+        ended_at TEXT,
+        active_at_end REAL,
+        PRIMARY KEY (series_id, idx)
+    );
+    CREATE INDEX attempts_status ON attempts(series_id, status);
     """,
 }
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from aqven.engine.records import RunError, RunRecord, RunRequest, RunStatus, TraceEvent
 from aqven.errors import NotFoundError
 from aqven.store.db import Database
+from aqven.store.records import RunError, RunRecord, RunRequest, RunStatus, TraceEvent
 
 
 def now_iso() -> str:
@@ -103,7 +103,7 @@ class RunStore:
             raise NotFoundError(f"no run {run_id!r}", code="RUN_NOT_FOUND", hint="list runs with GET /api/runs")
         return self._record(row)
 
-    def list(
+    def list_runs(
         self,
         *,
         flow_id: str | None = None,

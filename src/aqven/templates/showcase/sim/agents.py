@@ -7,8 +7,10 @@ the `SimReply` into the model's answer, so output modes, validation and retries 
 What the simulators do is decided by sim/world.py (the truth the tests compare with):
   - support replies (an output with `reply`): overpromise with the agent's `world.true_pass_rate` for the ticket;
   - judges (an output with `winner`): pick the better answer with `world.judge_accuracy`;
+  - judge checks of experiments (node id `check:<id>`): pass or fail the attempt's output by whether it makes an
+    unkeepable promise (`world.unkeepable_in`), right with the agent's `world.declared_accuracy`;
   - any other output schema gets a plausible value of that schema.
-The task is recognised from the output schema, not the node id, so an agent can stand in on any node.
+Flow tasks are recognised from the output schema, not the node id, so an agent can stand in on any node.
 Each function behaves as the agent of its name (its profile in world.py and its style below); another agent
 may point at the same function, for example a gpt with other settings.
 
@@ -295,6 +297,50 @@ def judge_verdict(req: SimRequest, who: str) -> tuple[dict[str, Any], bool]:
     return out, correct
 
 
+# ---- judge checks --------------------------------------------------------------------------------------
+
+
+def _texts(value: Any) -> list[str]:
+    """Every string inside an output: the reply and each listed promise."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _texts(v)]
+    return []
+
+
+def check_verdict(req: SimRequest, who: str) -> tuple[dict[str, Any], bool]:
+    """A judge check's verdict (node `check:<id>`) on an attempt's output, as agent profile `who`, and whether it
+    is right.
+
+    Whatever the rubric asks, the truth is the world's: the output passes when none of its texts makes a promise
+    of `world.UNKEEPABLE`. The judge gets it right with the agent's `world.declared_accuracy`; a wrong verdict
+    flips pass and fail. A score scale gets 0.7 .. 1.0 for a pass and 0.0 .. 0.3 for a fail.
+    """
+    found = next(
+        ((label, text) for text in _texts(req.inputs.get("output")) if (label := world.unkeepable_in(text))),
+        None,
+    )
+    truth = found is None
+    rng = stream(req, "check")
+    correct = rng.random() < world.declared_accuracy(who)
+    passed = truth if correct else not truth
+    if passed:
+        reason = "Every promise in the reply is one Lumen's policy allows."
+    elif found is not None and correct:
+        reason = f"The reply promises {found[0]}, which Lumen's policy does not allow."
+    else:
+        reason = "The reply seems to promise more than Lumen's policy allows."
+    score = round(rng.uniform(0.7, 1.0) if passed else rng.uniform(0.0, 0.3), 2)
+    fields: dict[str, Any] = {"passed": passed, "score": score, "reason": reason}
+    props = _properties(req.output_schema)
+    if not props:
+        return fill(req.output_schema, rng), correct
+    return {name: fields[name] if name in fields else fill(schema, rng) for name, schema in props.items()}, correct
+
+
 # ---- any other schema ----------------------------------------------------------------------------------
 
 
@@ -340,8 +386,11 @@ def answer(req: SimRequest, who: str) -> SimReply:
     """The reply to one call, behaving as agent profile `who` (see the module notes)."""
     style = STYLES.get(who, DEFAULT_STYLE)
     props = _properties(req.output_schema)
-    if "winner" in props:
-        output: Any = judge_verdict(req, who)[0]
+    output: Any
+    if req.node_id.startswith("check:"):  # a judge check of an experiment, not a node of a flow
+        output = check_verdict(req, who)[0]
+    elif "winner" in props:
+        output = judge_verdict(req, who)[0]
     elif "reply" in props and "promises" in props:
         output = support_reply(req, who)[0]
     elif "reply" in props:

@@ -1,0 +1,129 @@
+"""`aqven series` and `aqven look`: start a series, follow it with a progress bar, print the verdict."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from aqven.cli.client import Client
+from aqven.cli.render import console, err_console, money
+
+EXIT_BY_STATUS = {"done": 0, "cancelled": 1, "failed": 1, "awaiting_approval": 3, "waiting_human": 4}
+SETTLED = set(EXIT_BY_STATUS)
+
+
+def _eta_text(eta: dict[str, Any] | None) -> str:
+    if not eta:
+        return ""
+    if eta.get("state") == "running":
+        secs = int(eta.get("remaining_seconds") or 0)
+        return f"about {secs // 60}m{secs % 60:02d}s left"
+    return str(eta.get("state", ""))
+
+
+def follow(client: Client, series_id: str, *, quiet: bool) -> dict[str, Any]:
+    """Poll the series until its status settles, showing progress, spend against the cap and time left."""
+    state = client.get(f"/api/series/{series_id}")
+    if quiet:
+        while state["status"] not in SETTLED:
+            state = client.get(f"/api/series/{series_id}", wait_seconds=20)
+        return state
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[spend]}"),
+        TextColumn("{task.fields[eta]}"),
+        console=console,
+        transient=False,
+    ) as bar:
+        task = bar.add_task("attempts", total=state["progress"]["attempts"], spend="", eta="")
+        while True:
+            spend = state["spend"]
+            lower = "≥" if spend.get("lower_bound") else ""
+            bar.update(
+                task,
+                completed=state["progress"]["done"],
+                spend=f"spent {lower}{money(spend['usd'])} of {money(spend['cap_usd'])}",
+                eta=_eta_text(state.get("eta")),
+            )
+            if state["status"] in SETTLED:
+                break
+            state = client.get(f"/api/series/{series_id}", wait_seconds=1)
+    return state
+
+
+def report(client: Client, state: dict[str, Any]) -> int:
+    status = state["status"]
+    spend = state["spend"]
+    sid = state["series_id"]
+    if status == "awaiting_approval":
+        pause = state.get("pause") or {}
+        console.print(
+            f"series {sid} is waiting for approval ({pause.get('reason')}): spent "
+            f"{money(pause.get('spent_usd') or spend['usd'])} of its {money(spend['cap_usd'])} cap."
+        )
+        console.print(
+            f"continue it in Studio: {client.base}/studio/#/series/{sid}  or  aqven approve {sid} "
+            f"[--cap USD]  (stop it: aqven stop {sid})"
+        )
+    elif status == "waiting_human":
+        console.print(
+            f"series {sid} waits for a person to answer a human node; open {client.base}/studio/#/series/{sid}"
+        )
+    else:
+        verdict = state.get("verdict")
+        if verdict:
+            console.print(verdict["text"])
+        elif state.get("error"):
+            err = state["error"]
+            err_console.print(f"series {status}: {err.get('code')}: {err.get('message')}")
+        else:
+            console.print(f"series {status}")
+        lower = " (a lower bound: some attempts had no known price)" if spend.get("lower_bound") else ""
+        console.print(
+            f"spent {money(spend['usd'])} of {money(spend['cap_usd'])}{lower} · "
+            f"{state['progress']['done']} attempts · {'simulated · ' if state.get('simulated') else ''}"
+            f"series {sid}"
+        )
+        if state.get("finding"):
+            console.print(f"finding written: {state['finding']} (FINDINGS.md regenerated)")
+    return EXIT_BY_STATUS.get(status, 1)
+
+
+def start_and_follow(client: Client, body: dict[str, Any], *, as_json: bool) -> int:
+    started = client.post("/api/series", body)
+    plan = started.get("launch_plan") or {}
+    series = started["series"]
+    if not as_json:
+        rec = plan.get("recommended") or {}
+        if plan.get("below_recommended") and rec.get("text"):
+            err_console.print(f"[yellow]warning[/yellow]: {rec['text']}")
+        console.print(
+            f"series {series['series_id']}: {plan.get('attempts')} attempts ({plan.get('cases')} cases × "
+            f"{plan.get('repeats')} repeats × {plan.get('variants')} variants) on {series['on']}, "
+            f"cap {money(Decimal(plan.get('cap_usd') or '0'))}" + (" · simulated" if series.get("simulated") else "")
+        )
+    state = follow(client, series["series_id"], quiet=as_json)
+    if as_json:
+        print(json.dumps(state))
+        return EXIT_BY_STATUS.get(state["status"], 1)
+    return report(client, state)
+
+
+def print_look(state: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False)
+    for col in ("case", "outcome", "error", "run"):
+        table.add_column(col)
+    for row in state.get("cases", []):
+        for v in row["variants"].values():
+            for a in v["attempts"]:
+                table.add_row(row["case"], a["outcome"] or a["status"], a.get("error") or "", a.get("run_id") or "")
+    console.print(table)
+    if state.get("hidden_cases"):
+        console.print(f"{state['hidden_cases']} held-out case(s) ran but are not listed one by one")

@@ -1,0 +1,200 @@
+"""The end of a series: its verdict (provisional while it runs), its status, and its finding."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any
+
+from aqven import ENGINE_VERSION
+from aqven.research.findings import write_finding
+from aqven.research.inputs import inputs_manifest, manifest_hash
+from aqven.research.verdict import CaseCell, QuestionSpec, Scope, decide, invalid_reason_for
+from aqven.research.workspace import Workspace
+from aqven.store.runs import RunStore, now_iso
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import AttemptRow, SeriesRow
+
+COUNTED = ("pass", "fail", "model_failure")
+
+
+def case_cells(s: SeriesRow, attempts: list[AttemptRow]) -> dict[str, list[CaseCell]]:
+    """Per variant, per case (in plan order): (case, passes, counted attempts)."""
+    tally: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0])
+    for a in attempts:
+        if a.status == "done" and a.outcome in COUNTED:
+            t = tally[(a.variant_id, a.case_name)]
+            t[0] += a.value or 0.0
+            t[1] += 1
+    return {
+        v: [(c, tally[(v, c)][0], int(tally[(v, c)][1])) for c in s.plan.cases if (v, c) in tally]
+        for v in s.plan.variants
+    }
+
+
+def compute_verdict(
+    s: SeriesRow, attempts: list[AttemptRow], *, provisional: bool, inputs_changed: bool = False
+) -> dict[str, Any] | None:
+    q = s.plan.question
+    if s.kind == "look" or q.get("kind") == "look":
+        return None
+    done = [a for a in attempts if a.status == "done"]
+    infra = sum(a.outcome == "infra" for a in done)
+    reason = invalid_reason_for(
+        cancelled=s.status == "cancelled",
+        stopped_at_cap=s.stop_reason == "stopped_at_cap",
+        inputs_changed=inputs_changed,
+        infra_errors=infra,
+        attempts=len(done),
+    )
+    if provisional and reason == "infra_errors" and len(done) < 20:
+        reason = None  # too early to call a handful of errors more than 5%
+    question = QuestionSpec(
+        kind=q["kind"],
+        metric=q.get("metric") or "",
+        bound=q.get("bound"),
+        direction=q.get("direction", "at_least"),
+        margin=float(q.get("margin") or 0.0),
+        baseline=q.get("baseline"),
+        variant=q.get("variant"),
+    )
+    cells = case_cells(s, attempts)
+    if provisional and not any(n for rows in cells.values() for _c, _p, n in rows):
+        return None  # nothing counted yet: no provisional verdict to show
+    counted_cases = {c for rows in cells.values() for c, _p, n in rows if n}
+    scope = Scope(
+        cases=len(counted_cases) or len(s.plan.cases),
+        repeats=s.plan.repeats,
+        on="holdout" if s.on == "holdout" else "dev",
+        simulated=s.simulated,
+    )
+    verdict = decide(
+        question,
+        cells,
+        on=scope.on,
+        judge_unvalidated=s.plan.judge_unvalidated,
+        invalid_reason=reason,
+        provisional=provisional,
+        scope=scope,
+    )
+    return verdict.to_json()
+
+
+def spend_of(attempts: list[AttemptRow], runs: RunStore | None = None) -> tuple[Decimal, int]:
+    """(dollars spent, attempts with an unpriced call). Running attempts count what their runs spent so far."""
+    total = Decimal(0)
+    unpriced = 0
+    for a in attempts:
+        if a.status == "running" and runs is not None and a.run_id:
+            try:
+                record = runs.get(a.run_id)
+            except Exception:  # a run row not written yet: nothing spent
+                continue
+            total += Decimal(a.cost_usd or "0") + Decimal(record.cost_usd)
+            unpriced += int(record.unpriced_calls > 0)
+        else:
+            total += Decimal(a.cost_usd or "0")
+            unpriced += int(a.unpriced)
+    return total, unpriced
+
+
+def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) -> SeriesRow:
+    """Decide a series whose attempts are all finished (or that was cancelled), and write its finding."""
+    s = store.get(series_id)
+    attempts = store.attempts(series_id)
+    done = [a for a in attempts if a.status == "done"]
+    infra = [a for a in done if a.outcome == "infra"]
+    fields: dict[str, Any] = {"ended_at": now_iso(), "active_since": None}
+    if s.active_since is not None:
+        from aqven.research.series_runner import active_now
+
+        fields["active_seconds"] = active_now(s)
+    manifest = inputs_manifest(ws.project, s.experiment_id, s.plan.dataset_id, simulated=s.simulated)
+    changed = manifest_hash(manifest) != s.inputs_hash
+    status: str = "cancelled" if s.status == "cancelled" else "done"
+    if status == "done" and done and len(infra) == len(done):
+        first = min(infra, key=lambda a: a.idx)
+        status = "failed"
+        fields["error"] = {
+            "code": first.error_code,
+            "message": first.error_message,
+            "run_id": first.run_id,
+            "case": first.case_name if first.side == "dev" else None,
+            "variant": first.variant_id,
+        }
+    fields["status"] = status
+    store.update(series_id, **fields)
+    s = store.get(series_id)
+    verdict = compute_verdict(s, attempts, provisional=False, inputs_changed=changed)
+    if verdict is not None and status == "failed":
+        verdict["verdict"] = "invalid"
+    store.update(series_id, verdict=verdict)
+    s = store.get(series_id)
+    if (
+        s.kind == "experiment"
+        and s.on == "holdout"
+        and status == "done"
+        and verdict is not None
+        and verdict["verdict"] != "invalid"
+        and s.experiment_id is not None
+    ):
+        path = write_finding(ws.project.root, finding_data(ws, s, attempts, runs, verdict))
+        store.update(series_id, finding=str(path.relative_to(ws.project.root)))
+    return store.get(series_id)
+
+
+def finding_data(
+    ws: Workspace, s: SeriesRow, attempts: list[AttemptRow], runs: RunStore, verdict: dict[str, Any]
+) -> dict[str, Any]:
+    assert s.experiment_id is not None
+    exp = ws.experiment(s.experiment_id)
+    spent, unpriced = spend_of(attempts)
+    done = [a for a in attempts if a.status == "done"]
+    infra = [a for a in done if a.outcome == "infra"]
+    codes: dict[str, int] = defaultdict(int)
+    for a in infra:
+        codes[a.error_code or "unknown"] += 1
+    models: dict[str, set[str]] = defaultdict(set)
+    for a in done:
+        if a.run_id is None:
+            continue
+        for event in runs.events(a.run_id):
+            if event.kind == "model_response" and event.data.get("model_name"):
+                models[a.variant_id].add(str(event.data["model_name"]))
+    variants = [
+        {"id": v.id, "nodes": dict(v.nodes), "models": sorted(models.get(v.id, set()))} for v in exp.spec.variants
+    ]
+    counted_cases = {a.case_name for a in done if a.outcome in COUNTED}
+    return {
+        "finding_version": 1,
+        "experiment_id": s.experiment_id,
+        "series_id": s.id,
+        "failure_mode": exp.spec.failure_mode,
+        "description": exp.spec.description.strip(),
+        "question": s.plan.question,
+        "verdict": {k: verdict[k] for k in ("verdict", "text", "reason", "below_mde", "would_be")},
+        "cells": verdict.get("cells", []),
+        "comparisons": verdict.get("comparisons", []),
+        "variants": variants,
+        "varies": exp.spec.varies.model_dump() if exp.spec.varies else None,
+        "scope": {
+            "on": s.on,
+            "dataset": s.plan.dataset_id,
+            "tags": exp.spec.dataset.tags,
+            "cases": len(counted_cases),
+            "repeats": s.plan.repeats,
+            "attempts": len(done),
+            "started_at": s.created_at,
+            "ended_at": s.ended_at,
+            "engine_version": ENGINE_VERSION,
+            "simulated": s.simulated,
+            "subject": {"flow": s.plan.flow_id, "from": s.plan.from_node, "to": s.plan.to_node},
+        },
+        "spend": {"usd": str(spent), "cap_usd": s.cap_usd, "unpriced_attempts": unpriced, "lower_bound": unpriced > 0},
+        "infra_errors": {
+            "count": len(infra),
+            "share": round(len(infra) / len(done), 4) if done else 0.0,
+            "codes": dict(codes),
+        },
+        "inputs": {"hash": s.inputs_hash, "files": s.inputs},
+    }

@@ -1,0 +1,410 @@
+"""The series scheduler: runs the attempts of a series under its spend cap, then decides.
+
+Rules, in the order applied (DESIGN §6): the first attempt runs alone and its cost becomes the
+reserve (the most any finished attempt cost); then attempts run side by side up to the concurrency
+limit, and before starting one, if spent + reserve × (running + 1) reaches 90% of the cap, nothing
+more starts, the running ones finish and the series waits for approval. Cancel stops new starts and
+lets running attempts finish (they are paid). A rate-limited attempt runs once more at the end.
+Everything is in the database, so a restarted server resumes a series without losing or repeating
+a finished attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from aqven.engine.runner import Engine
+from aqven.errors import NotFoundError
+from aqven.project.schema import Case
+from aqven.research.series_start import request_for
+from aqven.research.workspace import Workspace
+from aqven.store.runs import RunStore, new_id, now_iso
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import AttemptRow, SeriesRow
+
+PAUSE_AT = Decimal("0.9")
+RATE_LIMITED = "PROVIDER_RATE_LIMITED"
+
+
+def active_now(s: SeriesRow) -> float:
+    """Seconds the series has spent running (pauses and server downtime excluded)."""
+    return s.active_seconds + (time.time() - s.active_since if s.active_since is not None else 0.0)
+
+
+@dataclass
+class _Tally:
+    """What the cap rule needs: dollars spent by finished attempts, and the most one of them cost."""
+
+    spent: Decimal
+    reserve: Decimal | None
+
+
+def dec(text: str | None) -> Decimal:
+    return Decimal(text) if text else Decimal(0)
+
+
+class SeriesRunner:
+    def __init__(
+        self, workspace: Callable[[], Workspace], engine: Callable[[], Engine], runs: RunStore, store: SeriesStore
+    ) -> None:
+        self._ws = workspace
+        self._engine = engine
+        self.runs = runs
+        self.store = store
+        self._drivers: dict[str, asyncio.Task[None]] = {}
+        self._wake: dict[str, asyncio.Event] = {}
+        self.changed = asyncio.Condition()
+
+    # ---- control ----
+
+    def drive(self, series_id: str) -> None:
+        """Make sure a driver runs for the series (idempotent)."""
+        task = self._drivers.get(series_id)
+        if task is not None and not task.done():
+            self.wake(series_id)
+            return
+        self._drivers[series_id] = asyncio.ensure_future(self._drive(series_id))
+
+    def wake(self, series_id: str) -> None:
+        event = self._wake.get(series_id)
+        if event is not None:
+            event.set()
+
+    async def notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+
+    def resume_all(self) -> list[str]:
+        """On server start: continue every series that was running or waiting for a person."""
+        ids = self.store.ids_with_status("running", "waiting_human")
+        for sid in ids:
+            s = self.store.get(sid)
+            if s.status == "running":
+                # Downtime is not running time: the clock restarts now.
+                self.store.update(sid, active_seconds=s.active_seconds, active_since=time.time())
+            self.drive(sid)
+        return ids
+
+    def run_ids_owned(self) -> set[str]:
+        rows = self.store.db.query("SELECT run_id FROM attempts WHERE run_id IS NOT NULL AND status='running'")
+        return {r["run_id"] for r in rows}
+
+    async def shutdown(self) -> None:
+        for task in self._drivers.values():
+            task.cancel()
+        for task in self._drivers.values():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # ---- the driver ----
+
+    async def _drive(self, series_id: str) -> None:
+        wake = self._wake.setdefault(series_id, asyncio.Event())
+        running: dict[int, asyncio.Task[str]] = {}
+        # The database is the truth (a restart resumes from it); the driver keeps a copy of what it needs
+        # to decide, so each step costs the same however many attempts the series has.
+        attempts = self.store.attempts(series_id)
+        queue = sorted((a for a in attempts if a.status == "queued"), key=lambda a: (a.reruns, a.idx))
+        costs = [dec(a.cost_usd) for a in attempts if a.status == "done"]
+        tally = _Tally(
+            spent=sum((dec(a.cost_usd) for a in attempts if a.status != "running"), Decimal(0)),
+            reserve=max(costs, default=None),
+        )
+        orphans = [a for a in attempts if a.status == "running"]
+        del attempts, costs
+        try:
+            while True:
+                wake.clear()
+                s = self.store.get(series_id)
+                if s.status not in ("running", "waiting_human", "cancelled"):
+                    return
+                waiting = await self._adopt_orphans(s, orphans, running, tally)
+                orphans = []
+                if s.status == "cancelled":
+                    if running:
+                        await self._wait_any(running, wake)
+                        continue
+                    self._finalize(series_id)
+                    await self.notify()
+                    return
+                if s.status == "waiting_human":
+                    if waiting and not running:
+                        await wake.wait()
+                        orphans = self.store.attempts(series_id, status="running")
+                        continue
+                    self._set_status(s, "running")
+                    continue
+                if not queue and not running:
+                    if waiting:
+                        self._set_status(s, "waiting_human")
+                        await self.notify()
+                        await wake.wait()
+                        orphans = self.store.attempts(series_id, status="running")
+                        continue
+                    reruns = self._rate_limited(series_id)
+                    if reruns:
+                        for a in reruns:
+                            self.store.requeue_for_rerun(series_id, a.idx, a.cost_usd or "0")
+                        queue = self.store.attempts(series_id, status="queued")
+                        continue
+                    self._finalize(series_id)
+                    await self.notify()
+                    return
+                if self._start_more(s, queue, running, tally):
+                    await self.notify()
+                    return  # paused at the cap
+                if running:
+                    await self._wait_any(running, wake)
+                elif waiting:
+                    await wake.wait()
+                    orphans = self.store.attempts(series_id, status="running")
+        except asyncio.CancelledError:
+            for task in running.values():
+                task.cancel()
+            raise
+        finally:
+            if self._drivers.get(series_id) is asyncio.current_task():
+                self._drivers.pop(series_id, None)
+
+    def _rate_limited(self, series_id: str) -> list[AttemptRow]:
+        rows = self.store.db.query(
+            "SELECT idx FROM attempts WHERE series_id=? AND status='done' AND error_code=? AND reruns=0",
+            (series_id, RATE_LIMITED),
+        )
+        return [self.store.attempt(series_id, r["idx"]) for r in rows]
+
+    def _start_more(
+        self, s: SeriesRow, queue: list[AttemptRow], running: dict[int, asyncio.Task[str]], tally: _Tally
+    ) -> bool:
+        """Start what the cap and the concurrency allow; True when the series paused at the cap."""
+        cap = dec(s.cap_usd)
+        limit = self._ws().project.config.concurrency
+        while queue and len(running) < limit:
+            if tally.reserve is None:
+                if running:
+                    break  # the first attempt runs alone: nothing has a price yet
+            elif tally.spent + tally.reserve * (len(running) + 1) >= PAUSE_AT * cap:
+                if running:
+                    break  # let the running ones finish, then decide again
+                self._pause_at_cap(s, tally.spent)
+                return True
+            attempt = queue.pop(0)
+            run_id = new_id("run")
+            if not self.store.claim(s.id, attempt.idx, run_id):
+                continue
+            tally.spent -= dec(attempt.cost_usd)  # a re-run's earlier cost comes back with its result
+            running[attempt.idx] = self._track(s, attempt, run_id, tally)
+            if tally.reserve is None:
+                break
+        return False
+
+    def _track(self, s: SeriesRow, attempt: AttemptRow, run_id: str, tally: _Tally) -> asyncio.Task[str]:
+        async def run() -> str:
+            result, cost = await self._run_attempt(s, attempt, run_id)
+            if result == "done":
+                tally.spent += cost
+                tally.reserve = cost if tally.reserve is None else max(tally.reserve, cost)
+            return result
+
+        return asyncio.ensure_future(run())
+
+    async def _wait_any(self, running: dict[int, asyncio.Task[str]], wake: asyncio.Event) -> None:
+        waker = asyncio.ensure_future(wake.wait())
+        try:
+            await asyncio.wait([*running.values(), waker], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waker.cancel()
+        for idx, task in list(running.items()):
+            if task.done():
+                running.pop(idx)
+                if task.exception() is not None and not task.cancelled():
+                    raise task.exception()  # type: ignore[misc]
+        await self.notify()
+
+    async def _adopt_orphans(
+        self, s: SeriesRow, attempts: list[AttemptRow], running: dict[int, asyncio.Task[str]], tally: _Tally
+    ) -> list[int]:
+        """Attempts marked running with no task (a restart, or a human answered): resume or finish them."""
+        waiting: list[int] = []
+        for a in attempts:
+            if a.status != "running" or a.idx in running:
+                continue
+            assert a.run_id is not None
+            try:
+                record = self.runs.get(a.run_id)
+            except NotFoundError:
+                record = None
+            if record is not None and record.status == "waiting_human":
+                waiting.append(a.idx)
+                continue
+            tally.spent -= dec(a.cost_usd)
+            running[a.idx] = self._track(s, a, a.run_id, tally)
+        return waiting
+
+    # ---- one attempt ----
+
+    def _case(self, s: SeriesRow, name: str) -> Case:
+        case = self._ws().case(s.plan.dataset_id, name)
+        if case is not None:
+            return case
+        raise NotFoundError(f"case {name!r} is gone from {s.plan.dataset_id!r}", code="CASE_NOT_FOUND")
+
+    async def _run_attempt(self, s: SeriesRow, a: AttemptRow, run_id: str) -> tuple[str, Decimal]:
+        try:
+            case = self._case(s, a.case_name)
+        except NotFoundError as exc:
+            self._finish(
+                s,
+                a,
+                outcome="infra",
+                value=None,
+                code=exc.code,
+                message=exc.message,
+                checks=[],
+                cost=dec(a.cost_usd),
+                unpriced=False,
+            )
+            return "done", dec(a.cost_usd)
+        try:
+            self.runs.get(run_id)
+        except NotFoundError:
+            self.runs.create(
+                request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id), series_id=s.id, run_id=run_id
+            )
+        record = await self._engine().execute(run_id)
+        if record.status == "waiting_human":
+            self.wake(s.id)
+            return "waiting", Decimal(0)
+        prior = dec(a.cost_usd)  # what an earlier, rate-limited try of this attempt spent
+        cost = prior + dec(record.cost_usd)
+        unpriced = record.unpriced_calls > 0
+        checks: list[dict[str, Any]] = []
+        outcome: str = "pass"
+        value: float | None = 1.0
+        code: str | None = None
+        message: str | None = None
+        if record.status == "failed" and record.outcome == "infra":
+            outcome = "infra"
+            code, message = (record.error.code, record.error.message) if record.error else ("PROVIDER_ERROR", "")
+            value = None
+        else:
+            results = await self._score(s, case, record, a.seed)
+            checks = [r.to_json() for r in results]
+            for r in results:
+                if r.cost_usd is None:
+                    unpriced = True
+                else:
+                    cost += r.cost_usd
+            broken = next((r for r in results if r.error), None)
+            if broken is not None and broken.error is not None:
+                outcome, value = "infra", None
+                code, message = broken.error.get("code", "CODE_ERROR"), broken.error.get("message", "")
+            elif record.status == "failed":
+                outcome, value = "model_failure", 0.0
+                code, message = (record.error.code, record.error.message) if record.error else (None, None)
+            elif s.plan.deciding_check:
+                deciding = next((r for r in results if r.check_id == s.plan.deciding_check), None)
+                if deciding is None or deciding.passed is None:
+                    outcome, value = "infra", None
+                    code, message = "CODE_ERROR", f"check {s.plan.deciding_check!r} gave no result"
+                else:
+                    value = float(deciding.score if deciding.score is not None else (1.0 if deciding.passed else 0.0))
+                    outcome = "pass" if deciding.passed else "fail"
+                    if not deciding.passed:
+                        code, message = "CHECK_FAILED", f"{deciding.check_id}: {deciding.reason}"
+            else:
+                failed = [r for r in results if r.passed is False]
+                outcome = "fail" if failed else "pass"
+                value = 0.0 if failed else 1.0
+                if failed:
+                    code, message = "CHECK_FAILED", ", ".join(r.check_id for r in failed)
+        self._finish(
+            s, a, outcome=outcome, value=value, code=code, message=message, checks=checks, cost=cost, unpriced=unpriced
+        )
+        return "done", cost
+
+    async def _score(self, s: SeriesRow, case: Case, record: Any, seed: int) -> list[Any]:
+        if s.experiment_id is None:
+            return []
+        from aqven.research.checks import AttemptView, score_checks
+
+        ws = self._ws()
+        exp = ws.experiment(s.experiment_id)
+        latency = None
+        if record.started_at and record.ended_at:
+            latency = (
+                datetime.fromisoformat(record.ended_at) - datetime.fromisoformat(record.started_at)
+            ).total_seconds()
+        view = AttemptView(
+            output=record.output,
+            status=record.status,
+            error_code=record.error.code if record.error else None,
+            outcome=record.outcome,
+            case=case,
+            cost_usd=None if record.unpriced_calls else dec(record.cost_usd),
+            latency_s=latency,
+            run_id=record.id,
+        )
+        return list(await score_checks(ws.project, exp, view, simulate=s.plan.simulate, seed=seed))
+
+    def _finish(
+        self,
+        s: SeriesRow,
+        a: AttemptRow,
+        *,
+        outcome: str,
+        value: float | None,
+        code: str | None,
+        message: str | None,
+        checks: list[dict[str, Any]],
+        cost: Decimal,
+        unpriced: bool,
+    ) -> None:
+        current = self.store.get(s.id)
+        self.store.finish_attempt(
+            s.id,
+            a.idx,
+            outcome=outcome,
+            value=value,
+            error_code=code,
+            error_message=message,
+            checks=checks,
+            cost_usd=str(cost),
+            unpriced=unpriced,
+            active_at_end=active_now(current),
+        )
+
+    # ---- states ----
+
+    def _set_status(self, s: SeriesRow, status: str) -> None:
+        fields: dict[str, Any] = {"status": status}
+        if status == "running" and s.active_since is None:
+            fields["active_since"] = time.time()
+        elif status != "running" and s.active_since is not None:
+            fields["active_seconds"] = active_now(s)
+            fields["active_since"] = None
+        self.store.update(s.id, **fields)
+
+    def _pause_at_cap(self, s: SeriesRow, spent: Decimal) -> None:
+        self.store.update(
+            s.id,
+            status="awaiting_approval",
+            active_seconds=active_now(s),
+            active_since=None,
+            pause={"reason": "spend_near_cap", "spent_usd": str(spent), "cap_usd": s.cap_usd, "since": now_iso()},
+        )
+
+    def _finalize(self, series_id: str) -> None:
+        from aqven.research.series_end import finalize
+
+        finalize(self._ws(), self.store, self.runs, series_id)
+
+    def now(self) -> str:
+        return datetime.now(UTC).isoformat()

@@ -1,0 +1,266 @@
+"""Starting a series: validate, refuse what cannot run (NOT_RUNNABLE), fix the plan and queue the attempts."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from aqven.engine.runner import Engine
+from aqven.errors import AqvenError, NotFoundError
+from aqven.project.local import simulate_enabled
+from aqven.project.schema import Case
+from aqven.project.split import side_of
+from aqven.research.experiment_schema import MAX_REPEATS
+from aqven.research.experiments import ExperimentSource, metric_check, selected_cases
+from aqven.research.inputs import inputs_manifest, manifest_hash
+from aqven.research.launch import Side, launch_plan, parse_cap, project_cap, validate_counts
+from aqven.research.workspace import Workspace, check_workspace
+from aqven.store.records import RunRequest
+from aqven.store.series_records import LookSpec, SeriesPlan
+
+MAX_LOOK_CASES = 500
+
+
+class SeriesStartBody(BaseModel):
+    """series_start: exactly one of experiment_id or look."""
+
+    model_config = ConfigDict(extra="forbid")
+    experiment_id: str | None = None
+    look: LookSpec | None = None
+    on: Side = "dev"
+    cases: int | None = Field(None, ge=1)
+    repeats: int | None = Field(None, ge=1, le=MAX_REPEATS)
+    cap_usd: str | None = None
+    client_op_id: str | None = Field(None, min_length=1, max_length=200)
+    simulate: bool = False
+    seed: int = 0
+
+
+class NotRunnable(AqvenError):
+    code = "NOT_RUNNABLE"
+    http_status = 422
+
+
+def attempt_seed(key: str, case: str, rep: int, salt: int) -> int:
+    """The same for every variant of one case and repeat (paired), and for a re-run of the same series."""
+    return int(hashlib.sha256(f"{key}\0{case}\0{rep}\0{salt}".encode()).hexdigest()[:12], 16)
+
+
+def request_for(plan: SeriesPlan, case: Case, variant: str, seed: int, experiment_id: str | None) -> RunRequest:
+    return RunRequest(
+        flow_id=plan.flow_id,
+        input=case.input,
+        context=case.context,
+        node_outputs=case.node_outputs,
+        case_name=case.name,
+        dataset_id=plan.dataset_id,
+        from_node=plan.from_node,
+        to_node=plan.to_node,
+        simulate=plan.simulate,
+        seed=seed,
+        experiment_id=experiment_id,
+        variant_id=variant if experiment_id else None,
+    )
+
+
+def _project_problems(ws_root: Any) -> list[dict[str, Any]]:
+    _ws, diagnostics = check_workspace(ws_root)
+    return [
+        {"code": d.code, "file": d.file, "line": d.line, "message": d.message, "hint": d.hint}
+        for d in diagnostics
+        if d.severity == "error"
+    ]
+
+
+def _case_problems(
+    engine: Engine, plan: SeriesPlan, cases: list[Case], experiment_id: str | None
+) -> list[dict[str, Any]]:
+    problems: list[dict[str, Any]] = []
+    for case in cases:
+        for variant in plan.variants:
+            try:
+                engine.prepare(request_for(plan, case, variant, 0, experiment_id))
+            except AqvenError as exc:
+                problems.append(
+                    {"case": case.name, "variant": variant, "code": exc.code, "message": exc.message, "hint": exc.hint}
+                )
+    return problems
+
+
+def _refuse(problems: list[dict[str, Any]], what: str) -> NotRunnable:
+    first = problems[0]
+    return NotRunnable(
+        f"{what}: {len(problems)} problem(s); first: {first.get('code')}: {first.get('message')}",
+        hint="fix them (see details.problems, or run `aqven check`); nothing ran and nothing was spent",
+        details={"problems": problems},
+    )
+
+
+def prepare_series(ws: Workspace, engine: Engine, body: SeriesStartBody) -> dict[str, Any]:
+    """Everything a new series needs, validated; raises NOT_RUNNABLE before any model call."""
+    if (body.experiment_id is None) == (body.look is None):
+        raise AqvenError(
+            "give exactly one of experiment_id or look",
+            code="VALIDATION_ERROR",
+            hint='{"experiment_id": "..."} or {"look": {"flow_id", "dataset_id", "case_names"}}',
+            http_status=422,
+        )
+    validate_counts(body.cases, body.repeats)
+    cap = parse_cap(body.cap_usd)
+    pcap, source = project_cap(ws)
+    simulate = simulate_enabled(ws.project.root, body.simulate)
+    package = ws.project.package
+    exp: ExperimentSource | None = None
+    if body.experiment_id is not None:
+        exp = ws.experiment(body.experiment_id)
+        problems = _project_problems(ws.project.root)
+        if problems:
+            raise _refuse(problems, "the project has errors")
+        spec = exp.spec
+        available = [c for c in selected_cases(ws.project, spec) if side_of(package, c.name) == body.on]
+        cases = available[: body.cases] if body.cases is not None else available
+        if not cases:
+            raise _refuse(
+                [
+                    {
+                        "code": "NO_CASES",
+                        "message": f"no {body.on} cases in {spec.dataset.id!r} with tags {spec.dataset.tags}",
+                    }
+                ],
+                "nothing to run",
+            )
+        check_id = metric_check(spec, spec.question.metric)
+        judge = next((c for c in spec.checks if c.id == check_id and c.judge is not None), None)
+        plan = SeriesPlan(
+            flow_id=spec.subject.flow,
+            from_node=spec.subject.from_,
+            to_node=spec.subject.to,
+            dataset_id=spec.dataset.id,
+            cases=[c.name for c in cases],
+            sides={c.name: side_of(package, c.name) for c in cases},
+            variants=spec.variant_ids,
+            repeats=body.repeats or spec.repeats,
+            question=spec.question.model_dump(),
+            deciding_check=check_id,
+            judge_unvalidated=judge is not None and not _validated(ws, judge.validated_by),
+            launch_plan=launch_plan(ws, exp, on=body.on, cases=body.cases, repeats=body.repeats, cap_usd=body.cap_usd),
+            simulate=simulate,
+        )
+    else:
+        assert body.look is not None
+        look = body.look
+        if look.flow_id not in ws.project.flows:
+            raise NotFoundError(
+                f"no flow {look.flow_id!r}", code="FLOW_NOT_FOUND", hint=f"flows: {', '.join(sorted(ws.project.flows))}"
+            )
+        dataset = ws.project.datasets.get(look.dataset_id)
+        if dataset is None:
+            raise NotFoundError(
+                f"no dataset {look.dataset_id!r}",
+                code="DATASET_NOT_FOUND",
+                hint=f"datasets: {', '.join(sorted(ws.project.datasets))}",
+            )
+        by_name = {c.name: c for c in dataset.cases}
+        missing = [n for n in look.case_names if n not in by_name]
+        if missing:
+            raise NotFoundError(
+                f"dataset {look.dataset_id!r} has no case {missing[0]!r}"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                code="CASE_NOT_FOUND",
+                hint="name cases of the dataset",
+            )
+        cases = [by_name[n] for n in dict.fromkeys(look.case_names)]
+        plan = SeriesPlan(
+            flow_id=look.flow_id,
+            from_node=look.start_node,
+            to_node=look.end_node,
+            dataset_id=look.dataset_id,
+            cases=[c.name for c in cases],
+            sides={c.name: side_of(package, c.name) for c in cases},
+            variants=["as_written"],
+            repeats=1,
+            question={"kind": "look"},
+            look=look,
+            simulate=simulate,
+            launch_plan={
+                "on": "any",
+                "cases": len(cases),
+                "repeats": 1,
+                "variants": 1,
+                "attempts": len(cases),
+                "needs_approval": cap is not None and cap > pcap,
+                "project_cap_usd": str(pcap),
+                "project_cap_source": source,
+                "cap_usd": str(cap if cap is not None else pcap),
+            },
+        )
+    problems = _case_problems(engine, plan, cases, body.experiment_id)
+    if problems:
+        raise _refuse(problems, "some cases cannot run for some variants")
+    series_cap = cap if cap is not None else pcap
+    above = series_cap > pcap
+    manifest = inputs_manifest(ws.project, body.experiment_id, plan.dataset_id, simulated=simulate)
+    key = body.experiment_id or f"look:{plan.flow_id}"
+    attempts = []
+    idx = 0
+    for rep in range(plan.repeats):
+        for case in cases:
+            seed = attempt_seed(key, case.name, rep, body.seed)
+            for variant in plan.variants:
+                attempts.append(
+                    {
+                        "idx": idx,
+                        "case_name": case.name,
+                        "dataset_id": plan.dataset_id,
+                        "side": plan.sides[case.name],
+                        "variant_id": variant,
+                        "rep": rep,
+                        "seed": seed,
+                    }
+                )
+                idx += 1
+    return {
+        "kind": "experiment" if exp else "look",
+        "experiment_id": body.experiment_id,
+        "on": body.on if exp else "any",
+        "plan": plan,
+        "cap_usd": str(series_cap),
+        "project_cap_usd": str(pcap),
+        "project_cap_source": source,
+        "inputs_hash": manifest_hash(manifest),
+        "inputs": manifest,
+        "simulated": simulate,
+        "client_op_id": body.client_op_id,
+        "attempts": attempts,
+        "status": "awaiting_approval" if above else "running",
+        "pause": {
+            "reason": "cap_above_project",
+            "spent_usd": "0",
+            "cap_usd": str(series_cap),
+            "project_cap_usd": str(pcap),
+        }
+        if above
+        else None,
+        "active_since": None if above else time.time(),
+    }
+
+
+def _validated(ws: Workspace, validated_by: str | None) -> bool:
+    """A judge counts as validated when `validated_by` names an experiment with a confirmed held-out finding."""
+    if not validated_by:
+        return False
+    from aqven.research.findings import is_intact, read_findings
+
+    for path, data in read_findings(ws.project.root):
+        if (
+            data
+            and is_intact(data)
+            and data.get("experiment_id") == validated_by
+            and data.get("verdict", {}).get("verdict") == "confirmed"
+            and path.exists()
+        ):
+            return True
+    return False

@@ -1,0 +1,297 @@
+"""Intervals a series decides on (DESIGN §7): one rate, and the paired difference of two rates.
+
+Data comes per case: ``(y_i, r_i)`` where ``r_i`` is the number of counted attempts of case ``i`` and
+``y_i`` their passes. ``y_i`` may be a fractional sum of scores in ``[0, 1]`` (a judge on a score scale);
+it must lie in ``[0, r_i]``. Cases with ``r_i == 0`` (no counted attempt, e.g. only infrastructure
+errors) are left out. ``n`` is the number of cases that remain and ``N = Σ r_i`` the counted attempts.
+
+Attempts of one case are not independent: a case that is hard stays hard on every repeat. Treating
+the ``N`` attempts as ``N`` independent draws (`naive_wilson`) gives intervals far too narrow when the
+cases differ. `one_rate` uses an exact (Clopper–Pearson style) beta interval on a *penalised effective
+sample size* instead (Korn–Graubard):
+
+1. ``p̂ = Σy/N``; clustered variance ``V = n/(n−1)·Σ(y_i − r_i·p̂)²/N²``; ``n_eff = p̂(1−p̂)/V``.
+2. ``k`` = the number of cases with at least one fail, or with at least one pass, whichever is
+   smaller. If ``k ≥ 2``: ``n* = n_eff·(z/t_{k−1})²``, else ``n* = n``. Clip ``n*`` to ``[n, N]``.
+3. ``x = p̂·n*``; interval ``[Beta⁻¹(α/2; x, n*−x+1), Beta⁻¹(1−α/2; x+1, n*−x)]``, 0 or 1 at the edges.
+
+`paired_difference` combines the one-rate intervals of two variants on the cases both ran with
+Newcombe's square-and-add, corrected for the correlation of the per-case means.
+
+Every estimator has a vectorised ``*_batch`` form (rows are series, columns are cases) that the
+scalar form calls with one row, so simulations (coverage tests, benches) run the very same arithmetic.
+
+No data: the scalar functions raise `NoData` (a `ValueError`); the batch forms return ``nan`` for
+such rows. A caller turns no data into the verdict ``invalid`` (reason ``no_data``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import scipy.special
+import scipy.stats
+from numpy.typing import NDArray
+
+__all__ = [
+    "Z95",
+    "Interval",
+    "NoData",
+    "clustered_wald",
+    "clustered_wald_batch",
+    "naive_wilson",
+    "naive_wilson_batch",
+    "one_rate",
+    "one_rate_batch",
+    "paired_difference",
+    "paired_difference_batch",
+    "z_for",
+]
+
+Z95: Final[float] = float(scipy.stats.norm.ppf(0.975))
+"""The two-sided 95% normal quantile, 1.959963984540054."""
+
+Floats = NDArray[np.float64]
+Cells = Sequence[tuple[float, int]]
+"""Per case: (passes — possibly a fractional sum of scores —, counted attempts)."""
+
+
+class NoData(ValueError):
+    """No case has a counted attempt: there is nothing to put an interval on."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate with its two-sided interval at the level it was computed with."""
+
+    estimate: float
+    low: float
+    high: float
+    n_cases: int
+    n_attempts: int
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+
+def z_for(level: float) -> float:
+    """The two-sided normal quantile of a confidence level (1.96 for 0.95)."""
+    _check_level(level)
+    if level == 0.95:
+        return Z95
+    return float(scipy.stats.norm.ppf(1 - (1 - level) / 2))
+
+
+# ---- one rate ---------------------------------------------------------------------------------------
+
+
+def one_rate(cells: Cells, level: float = 0.95) -> Interval:
+    """The rate of passes with its interval (penalised effective sample size, exact beta bounds).
+
+    Raises `NoData` when no case has a counted attempt, `ValueError` on passes outside ``[0, r_i]``.
+    """
+    y, r = _arrays(cells)
+    n, total = _counts(r)
+    if n == 0:
+        raise NoData("no case has a counted attempt")
+    est, low, high = one_rate_batch(y[None, :], r[None, :], level)
+    return Interval(float(est[0]), float(low[0]), float(high[0]), n, total)
+
+
+def one_rate_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, Floats, Floats]:
+    """`one_rate` over many series at once: ``y``, ``r`` of shape (series, cases).
+
+    Returns ``(estimate, low, high)``, each of shape (series,); ``nan`` where a row has no data.
+    Columns with ``r == 0`` are ignored, so rows may have different numbers of cases.
+    """
+    alpha = 1 - level
+    z = z_for(level)
+    y = np.asarray(y, dtype=np.float64)
+    r = np.asarray(r, dtype=np.float64)
+    valid = r > 0
+    n = valid.sum(axis=1).astype(np.float64)
+    big_n = r.sum(axis=1)
+    big_y = np.where(valid, y, 0.0).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = big_y / big_n
+        resid = np.where(valid, y - r * p[:, None], 0.0)
+        v = np.where(n > 1, n / (n - 1), np.nan) * (resid**2).sum(axis=1) / big_n**2
+        n_eff = np.where(v > 0, p * (1 - p) / v, np.inf)
+    has_fail = (valid & (y < r)).sum(axis=1)
+    has_pass = (valid & (y > 0)).sum(axis=1)
+    k = np.minimum(has_fail, has_pass)
+    df = np.maximum(k - 1, 1).astype(np.float64)
+    t = scipy.stats.t.ppf(1 - alpha / 2, df)
+    n_star = np.where(k >= 2, n_eff * (z / t) ** 2, n)
+    n_star = np.clip(n_star, n, big_n)
+    low, high = _beta_bounds(p, n_star, alpha)
+    no_data = n == 0
+    return (np.where(no_data, np.nan, p), np.where(no_data, np.nan, low), np.where(no_data, np.nan, high))
+
+
+def _beta_bounds(p: Floats, n_star: Floats, alpha: float) -> tuple[Floats, Floats]:
+    """Clopper–Pearson bounds for ``x = p·n*`` successes in ``n*`` (real-valued) trials."""
+    ok = np.isfinite(p) & np.isfinite(n_star) & (n_star > 0)
+    p = np.where(ok, p, 0.5)
+    n_star = np.where(ok, n_star, 1.0)
+    x = p * n_star
+    rest = n_star - x
+    at_zero = x <= 0
+    at_one = rest <= 0
+    # Placeholders keep the beta parameters positive where the edge rule applies instead.
+    low = scipy.special.betaincinv(np.where(at_zero, 1.0, x), np.where(at_zero, 1.0, rest + 1), alpha / 2)
+    high = scipy.special.betaincinv(np.where(at_one, 1.0, x + 1), np.where(at_one, 1.0, rest), 1 - alpha / 2)
+    low = np.where(at_zero, 0.0, low)
+    high = np.where(at_one, 1.0, high)
+    return np.where(ok, low, np.nan), np.where(ok, high, np.nan)
+
+
+# ---- paired difference ------------------------------------------------------------------------------
+
+
+def paired_difference(a: Cells, b: Cells, level: float = 0.95) -> Interval:
+    """The difference of rates ``B − A`` on the cases both variants ran, with its interval.
+
+    ``a`` and ``b`` are aligned per case. Only cases with counted attempts in both enter. Newcombe's
+    square-and-add over the `one_rate` intervals of A and B on those cases, with ``φ`` the Pearson
+    correlation of the per-case means (0 when either is constant):
+
+    * ``L = d − √((p̂B−lB)² + (uA−p̂A)² − 2φ(p̂B−lB)(uA−p̂A))``
+    * ``U = d + √((uB−p̂B)² + (p̂A−lA)² − 2φ(uB−p̂B)(p̂A−lA))``
+
+    ``n_cases`` counts the paired cases, ``n_attempts`` the counted attempts of both variants on them.
+    Raises `NoData` when no case has counted attempts in both.
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired cells must be aligned per case ({len(a)} vs {len(b)})")
+    ya, ra = _arrays(a)
+    yb, rb = _arrays(b)
+    both = (ra > 0) & (rb > 0)
+    n = int(both.sum())
+    if n == 0:
+        raise NoData("no case has counted attempts in both variants")
+    d, low, high = paired_difference_batch(ya[None, :], ra[None, :], yb[None, :], rb[None, :], level)
+    attempts = int(ra[both].sum() + rb[both].sum())
+    return Interval(float(d[0]), float(low[0]), float(high[0]), n, attempts)
+
+
+def paired_difference_batch(
+    ya: Floats, ra: Floats, yb: Floats, rb: Floats, level: float = 0.95
+) -> tuple[Floats, Floats, Floats]:
+    """`paired_difference` over many series at once (shape (series, cases)); ``nan`` rows without data."""
+    ya, ra, yb, rb = (np.asarray(x, dtype=np.float64) for x in (ya, ra, yb, rb))
+    both = (ra > 0) & (rb > 0)
+    ya, yb = np.where(both, ya, 0.0), np.where(both, yb, 0.0)
+    ra, rb = np.where(both, ra, 0.0), np.where(both, rb, 0.0)
+    pa, la, ua = one_rate_batch(ya, ra, level)
+    pb, lb, ub = one_rate_batch(yb, rb, level)
+    phi = _case_correlation(ya, ra, yb, rb, both)
+    d = pb - pa
+    lo_b, hi_a = pb - lb, ua - pa
+    hi_b, lo_a = ub - pb, pa - la
+    low = d - np.sqrt(np.maximum(lo_b**2 + hi_a**2 - 2 * phi * lo_b * hi_a, 0.0))
+    high = d + np.sqrt(np.maximum(hi_b**2 + lo_a**2 - 2 * phi * hi_b * lo_a, 0.0))
+    return d, np.clip(low, -1.0, 1.0), np.clip(high, -1.0, 1.0)
+
+
+def _case_correlation(ya: Floats, ra: Floats, yb: Floats, rb: Floats, both: NDArray[np.bool_]) -> Floats:
+    """Pearson correlation of per-case means over the paired cases; 0 when either side is constant."""
+    n = both.sum(axis=1).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ma = np.where(both, ya / np.where(both, ra, 1.0), 0.0)
+        mb = np.where(both, yb / np.where(both, rb, 1.0), 0.0)
+        ca = np.where(both, ma - ma.sum(axis=1, keepdims=True) / n[:, None], 0.0)
+        cb = np.where(both, mb - mb.sum(axis=1, keepdims=True) / n[:, None], 0.0)
+        saa, sbb, sab = (ca * ca).sum(axis=1), (cb * cb).sum(axis=1), (ca * cb).sum(axis=1)
+        # A side is constant when its spread is zero up to rounding.
+        tiny = 1e-24
+        phi = np.where((saa > tiny) & (sbb > tiny), sab / np.sqrt(saa * sbb), 0.0)
+    out: Floats = np.clip(np.nan_to_num(phi, nan=0.0), -1.0, 1.0)
+    return out
+
+
+# ---- negative controls ----------------------------------------------------------------------------
+
+
+def naive_wilson(cells: Cells, level: float = 0.95) -> Interval:
+    """Wilson's interval on all attempts as if they were independent. A negative control: too narrow
+    when cases differ, because repeats of one case are correlated. Not for deciding anything."""
+    y, r = _arrays(cells)
+    n, total = _counts(r)
+    if n == 0:
+        raise NoData("no case has a counted attempt")
+    est, low, high = naive_wilson_batch(y[None, :], r[None, :], level)
+    return Interval(float(est[0]), float(low[0]), float(high[0]), n, total)
+
+
+def naive_wilson_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, Floats, Floats]:
+    """`naive_wilson` over many series at once."""
+    z = z_for(level)
+    y = np.asarray(y, dtype=np.float64)
+    r = np.asarray(r, dtype=np.float64)
+    big_n = r.sum(axis=1)
+    big_y = np.where(r > 0, y, 0.0).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = big_y / big_n
+        centre = (p + z**2 / (2 * big_n)) / (1 + z**2 / big_n)
+        half = z / (1 + z**2 / big_n) * np.sqrt(p * (1 - p) / big_n + z**2 / (4 * big_n**2))
+    return p, np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+def clustered_wald(cells: Cells, level: float = 0.95) -> Interval:
+    """``p̂ ± z·√V`` with the clustered (per-case) variance, clipped to [0, 1]. A negative control:
+    it collapses to a zero-width interval when every attempt passes, and undercovers near 0 and 1."""
+    y, r = _arrays(cells)
+    n, total = _counts(r)
+    if n == 0:
+        raise NoData("no case has a counted attempt")
+    est, low, high = clustered_wald_batch(y[None, :], r[None, :], level)
+    return Interval(float(est[0]), float(low[0]), float(high[0]), n, total)
+
+
+def clustered_wald_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, Floats, Floats]:
+    """`clustered_wald` over many series at once (``V = 0`` for a single case)."""
+    z = z_for(level)
+    y = np.asarray(y, dtype=np.float64)
+    r = np.asarray(r, dtype=np.float64)
+    valid = r > 0
+    n = valid.sum(axis=1).astype(np.float64)
+    big_n = r.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(valid, y, 0.0).sum(axis=1) / big_n
+        resid = np.where(valid, y - r * p[:, None], 0.0)
+        v = np.where(n > 1, n / (n - 1), 0.0) * (resid**2).sum(axis=1) / big_n**2
+    half = z * np.sqrt(v)
+    return p, np.clip(p - half, 0.0, 1.0), np.clip(p + half, 0.0, 1.0)
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+
+
+def _check_level(level: float) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"level must be between 0 and 1, not {level}")
+
+
+def _arrays(cells: Cells) -> tuple[Floats, Floats]:
+    y = np.array([float(c[0]) for c in cells], dtype=np.float64)
+    r = np.array([float(c[1]) for c in cells], dtype=np.float64)
+    if not (np.all(np.isfinite(y)) and np.all(np.isfinite(r))):
+        raise ValueError("passes and attempts must be finite numbers")
+    if np.any(r < 0) or np.any(r != np.round(r)):
+        raise ValueError("counted attempts must be whole numbers ≥ 0")
+    slack = 1e-9 * np.maximum(r, 1.0)  # sums of fractional scores may overshoot by a rounding error
+    bad = (y < -slack) | (y > r + slack)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise ValueError(f"case {i}: passes {y[i]} outside [0, {int(r[i])}]")
+    return np.clip(y, 0.0, r), r
+
+
+def _counts(r: Floats) -> tuple[int, int]:
+    return int((r > 0).sum()), int(math.fsum(r.tolist()))

@@ -1,0 +1,259 @@
+"""Series and their attempts in the project database."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from aqven.errors import NotFoundError
+from aqven.store.db import Database
+from aqven.store.runs import new_id, now_iso
+from aqven.store.series_records import AttemptRow, SeriesPlan, SeriesRow
+
+
+def _j(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _l(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class SeriesStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # ---- series ----
+
+    def create(
+        self,
+        *,
+        kind: str,
+        experiment_id: str | None,
+        on: str,
+        status: str,
+        plan: SeriesPlan,
+        cap_usd: str,
+        project_cap_usd: str,
+        project_cap_source: str,
+        inputs_hash: str,
+        inputs: dict[str, str],
+        simulated: bool,
+        client_op_id: str | None,
+        pause: dict[str, Any] | None,
+        attempts: list[dict[str, Any]],
+        active_since: float | None,
+    ) -> tuple[str, bool]:
+        """Create a series with all its attempts queued; (id, created). A known client_op_id returns its series."""
+        with self.db.transaction() as cur:
+            if client_op_id is not None:
+                row = cur.execute("SELECT id FROM series WHERE client_op_id=?", (client_op_id,)).fetchone()
+                if row is not None:
+                    return row["id"], False
+            sid = new_id("ser")
+            cur.execute(
+                "INSERT INTO series (id, kind, experiment_id, on_side, status, created_at, client_op_id, plan, cap_usd,"
+                " project_cap_usd, project_cap_source, pause, inputs_hash, inputs, simulated, active_since)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sid,
+                    kind,
+                    experiment_id,
+                    on,
+                    status,
+                    now_iso(),
+                    client_op_id,
+                    plan.model_dump_json(),
+                    cap_usd,
+                    project_cap_usd,
+                    project_cap_source,
+                    _j(pause),
+                    inputs_hash,
+                    _j(inputs),
+                    int(simulated),
+                    active_since,
+                ),
+            )
+            cur.executemany(
+                "INSERT INTO attempts (series_id, idx, case_name, dataset_id, side, variant_id, rep, seed)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (sid, a["idx"], a["case_name"], a["dataset_id"], a["side"], a["variant_id"], a["rep"], a["seed"])
+                    for a in attempts
+                ],
+            )
+            return sid, True
+
+    def get(self, series_id: str) -> SeriesRow:
+        row = self.db.query_one("SELECT * FROM series WHERE id=?", (series_id,))
+        if row is None:
+            raise NotFoundError(
+                f"no series {series_id!r}",
+                code="SERIES_NOT_FOUND",
+                hint="series ids come from series_start / POST /api/series",
+            )
+        return self._series(row)
+
+    def list_series(self, *, experiment_id: str | None = None, status: str | None = None, limit: int = 50) -> list[SeriesRow]:
+        clauses, params = [], []
+        if experiment_id is not None:
+            clauses.append("experiment_id=?")
+            params.append(experiment_id)
+        if status is not None:
+            clauses.append("status=?")
+            params.append(status)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self.db.query(
+            f"SELECT * FROM series {where} ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit)
+        )
+        return [self._series(r) for r in rows]
+
+    def ids_with_status(self, *statuses: str) -> list[str]:
+        marks = ",".join("?" for _ in statuses)
+        return [r["id"] for r in self.db.query(f"SELECT id FROM series WHERE status IN ({marks})", statuses)]
+
+    def update(self, series_id: str, **fields: Any) -> None:
+        """Set columns; dict/list values are stored as JSON."""
+        if not fields:
+            return
+        cols = ", ".join(f"{k}=?" for k in fields)
+        values = [_j(v) if isinstance(v, dict | list) else v for v in fields.values()]
+        with self.db.transaction() as cur:
+            cur.execute(f"UPDATE series SET {cols} WHERE id=?", (*values, series_id))
+
+    def transition(self, series_id: str, expect: tuple[str, ...], **fields: Any) -> bool:
+        """Update only when the status is one of `expect` (atomic compare-and-set); True when it was."""
+        cols = ", ".join(f"{k}=?" for k in fields)
+        values = [_j(v) if isinstance(v, dict | list) else v for v in fields.values()]
+        marks = ",".join("?" for _ in expect)
+        with self.db.transaction() as cur:
+            cur.execute(f"UPDATE series SET {cols} WHERE id=? AND status IN ({marks})", (*values, series_id, *expect))
+            return cur.rowcount == 1
+
+    def _series(self, row: sqlite3.Row) -> SeriesRow:
+        return SeriesRow(
+            id=row["id"],
+            kind=row["kind"],
+            experiment_id=row["experiment_id"],
+            on=row["on_side"],
+            status=row["status"],
+            created_at=row["created_at"],
+            ended_at=row["ended_at"],
+            client_op_id=row["client_op_id"],
+            plan=SeriesPlan.model_validate_json(row["plan"]),
+            cap_usd=row["cap_usd"],
+            project_cap_usd=row["project_cap_usd"],
+            project_cap_source=row["project_cap_source"],
+            pause=_l(row["pause"]),
+            verdict=_l(row["verdict"]),
+            error=_l(row["error"]),
+            stop_reason=row["stop_reason"],
+            inputs_hash=row["inputs_hash"],
+            inputs=_l(row["inputs"]) or {},
+            simulated=bool(row["simulated"]),
+            finding=row["finding"],
+            active_seconds=row["active_seconds"],
+            active_since=row["active_since"],
+        )
+
+    # ---- attempts ----
+
+    def attempts(self, series_id: str, *, status: str | None = None) -> list[AttemptRow]:
+        if status is None:
+            rows = self.db.query("SELECT * FROM attempts WHERE series_id=? ORDER BY idx", (series_id,))
+        else:
+            rows = self.db.query(
+                "SELECT * FROM attempts WHERE series_id=? AND status=? ORDER BY idx", (series_id, status)
+            )
+        return [self._attempt(r) for r in rows]
+
+    def attempt(self, series_id: str, idx: int) -> AttemptRow:
+        row = self.db.query_one("SELECT * FROM attempts WHERE series_id=? AND idx=?", (series_id, idx))
+        if row is None:
+            raise NotFoundError(f"series {series_id} has no attempt {idx}", code="ATTEMPT_NOT_FOUND")
+        return self._attempt(row)
+
+    def next_queued(self, series_id: str) -> AttemptRow | None:
+        row = self.db.query_one(
+            "SELECT * FROM attempts WHERE series_id=? AND status='queued' ORDER BY reruns, idx LIMIT 1", (series_id,)
+        )
+        return None if row is None else self._attempt(row)
+
+    def claim(self, series_id: str, idx: int, run_id: str) -> bool:
+        """Mark a queued attempt running with its run, atomically; False if it was not queued."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                "UPDATE attempts SET status='running', run_id=?, started_at=? WHERE series_id=? AND idx=?"
+                " AND status='queued'",
+                (run_id, now_iso(), series_id, idx),
+            )
+            return cur.rowcount == 1
+
+    def finish_attempt(
+        self,
+        series_id: str,
+        idx: int,
+        *,
+        outcome: str,
+        value: float | None,
+        error_code: str | None,
+        error_message: str | None,
+        checks: list[dict[str, Any]],
+        cost_usd: str,
+        unpriced: bool,
+        active_at_end: float,
+    ) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                "UPDATE attempts SET status='done', outcome=?, value=?, error_code=?, error_message=?, checks=?,"
+                " cost_usd=?, unpriced=?, ended_at=?, active_at_end=? WHERE series_id=? AND idx=? AND status='running'",
+                (
+                    outcome,
+                    value,
+                    error_code,
+                    error_message,
+                    _j(checks),
+                    cost_usd,
+                    int(unpriced),
+                    now_iso(),
+                    active_at_end,
+                    series_id,
+                    idx,
+                ),
+            )
+
+    def requeue_for_rerun(self, series_id: str, idx: int, spent_before: str) -> None:
+        """A rate-limited attempt runs once more at the end; what it spent stays counted."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                "UPDATE attempts SET status='queued', reruns=reruns+1, run_id=NULL, outcome=NULL, value=NULL,"
+                " error_code=NULL, error_message=NULL, checks=NULL, cost_usd=?, ended_at=NULL, active_at_end=NULL"
+                " WHERE series_id=? AND idx=?",
+                (spent_before, series_id, idx),
+            )
+
+    def _attempt(self, row: sqlite3.Row) -> AttemptRow:
+        return AttemptRow(
+            series_id=row["series_id"],
+            idx=row["idx"],
+            case_name=row["case_name"],
+            dataset_id=row["dataset_id"],
+            side=row["side"],
+            variant_id=row["variant_id"],
+            rep=row["rep"],
+            seed=row["seed"],
+            status=row["status"],
+            run_id=row["run_id"],
+            outcome=row["outcome"],
+            value=row["value"],
+            error_code=row["error_code"],
+            error_message=row["error_message"],
+            checks=_l(row["checks"]),
+            cost_usd=row["cost_usd"],
+            unpriced=bool(row["unpriced"]),
+            reruns=row["reruns"],
+            started_at=row["started_at"],
+            ended_at=row["ended_at"],
+            active_at_end=row["active_at_end"],
+        )

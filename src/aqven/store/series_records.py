@@ -1,0 +1,88 @@
+"""What a series and its attempts are, as the store keeps them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+SeriesStatus = Literal["running", "awaiting_approval", "waiting_human", "done", "cancelled", "failed"]
+ACTIVE = ("running", "awaiting_approval", "waiting_human")
+ENDED = ("done", "cancelled", "failed")
+AttemptOutcome = Literal["pass", "fail", "model_failure", "infra"]
+
+
+class LookSpec(BaseModel):
+    flow_id: str
+    dataset_id: str
+    case_names: list[str] = Field(min_length=1, max_length=500)
+    start_node: str | None = None
+    end_node: str | None = None
+
+
+class SeriesPlan(BaseModel):
+    """What the series runs, fixed at its start."""
+
+    flow_id: str
+    from_node: str | None = None
+    to_node: str | None = None
+    dataset_id: str
+    cases: list[str]
+    sides: dict[str, str] = Field(default_factory=dict)  # case -> dev | holdout
+    variants: list[str]
+    repeats: int
+    question: dict[str, Any] = Field(default_factory=dict)
+    deciding_check: str | None = None
+    judge_unvalidated: bool = False
+    launch_plan: dict[str, Any] = Field(default_factory=dict)
+    look: LookSpec | None = None
+    simulate: bool = False
+
+
+class SeriesRow(BaseModel):
+    id: str
+    kind: Literal["experiment", "look"]
+    experiment_id: str | None
+    on: str
+    status: SeriesStatus
+    created_at: str
+    ended_at: str | None
+    client_op_id: str | None
+    plan: SeriesPlan
+    cap_usd: str
+    project_cap_usd: str
+    project_cap_source: str
+    pause: dict[str, Any] | None
+    verdict: dict[str, Any] | None
+    error: dict[str, Any] | None
+    stop_reason: str | None
+    inputs_hash: str
+    inputs: dict[str, str]
+    simulated: bool
+    finding: str | None
+    active_seconds: float
+    active_since: float | None
+
+
+class AttemptRow(BaseModel):
+    series_id: str
+    idx: int
+    case_name: str
+    dataset_id: str
+    side: str
+    variant_id: str
+    rep: int
+    seed: int
+    status: Literal["queued", "running", "done"]
+    run_id: str | None
+    outcome: AttemptOutcome | None
+    value: float | None
+    error_code: str | None
+    error_message: str | None
+    checks: list[dict[str, Any]] | None
+    cost_usd: str | None
+    unpriced: bool
+    reruns: int
+    started_at: str | None
+    ended_at: str | None
+    active_at_end: float | None

@@ -1,0 +1,6 @@
+def double(value):
+    return value * 2
+
+
+def halve(value):
+    return value / 2

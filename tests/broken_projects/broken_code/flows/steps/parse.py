@@ -1,0 +1,5 @@
+def parse(n):
+    return int(n)
+
+
+DEFAULT = parse(DEFAULT_TEXT)  # noqa: F821

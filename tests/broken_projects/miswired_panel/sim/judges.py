@@ -1,0 +1,2 @@
+def judge(request):
+    return {'score': 0.5}

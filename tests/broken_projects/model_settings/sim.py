@@ -1,0 +1,6 @@
+def local(request):
+    return 'x'
+
+
+def hot(request):
+    return 'x'
