@@ -1,64 +1,113 @@
-"""`aqven demo`: the showcase project on simulated models, end to end through the project server."""
+"""`aqven demo`: one round of the loop on the showcase project with simulated models.
+
+Creates the project, reads the launch plan, explores `reply_noninferior_mistral` on working cases,
+confirms it on held-out cases, and shows the verdict, the finding file and FINDINGS.md — every
+series a real one, through the project server, priced and held under the spend cap.
+"""
 
 from __future__ import annotations
 
-from decimal import Decimal
+import os
+import shutil
+import time
 from pathlib import Path
+from typing import Any
 
-from rich.table import Table
+import yaml
 
 from aqven.cli.client import Client
 from aqven.cli.render import console, money
+from aqven.cli.series_cmd import follow, report
+from aqven.errors import AqvenError
 from aqven.project.init import init_project
-from aqven.project.loader import load_project
+from aqven.server.lifecycle import read_server
 
-DATASET = "support_case_cases"
-FLOW = "support_case"
+EXPERIMENT = "reply_noninferior_mistral"
+MARKER = ".aqven/demo"
+LATENCY_SCALE = "0.05"  # simulated replies take 5% of a real model's time
 
 
-def ensure_demo_project(directory: Path) -> Path:
-    if (directory / "aqven.yaml").is_file():
-        console.print(f"using the demo project in {directory}")
-    else:
-        init_project(directory, "lumen")
-        console.print(f"created the showcase project in {directory} (package lumen)")
+def fresh_demo_project(directory: Path) -> Path:
+    """A new showcase project in `directory`; an earlier demo there is replaced, anything else is kept."""
+    if directory.exists():
+        if not (directory / MARKER).is_file():
+            raise AqvenError(f"{directory} exists and was not made by `aqven demo`", code="INIT_TARGET_EXISTS",
+                             hint="choose another folder with --dir")
+        info = read_server(directory)
+        if info is not None:
+            os.kill(int(info["pid"]), 15)
+            time.sleep(0.5)
+        shutil.rmtree(directory)
+    init_project(directory, "lumen")
+    (directory / MARKER).parent.mkdir(parents=True, exist_ok=True)
+    (directory / MARKER).write_text("made by aqven demo\n")
+    (directory / ".aqven" / "local.yaml").write_text(
+        yaml.safe_dump({"simulate": True, "sim_latency_scale": float(LATENCY_SCALE)})
+    )
     return directory.resolve()
 
 
+def _rule(title: str) -> None:
+    console.rule(f"[bold]{title}")
+
+
 def run_demo(directory: Path) -> None:
-    root = ensure_demo_project(directory)
-    cases = [c.name for c in load_project(root).datasets[DATASET].cases]
+    started = time.monotonic()
+    root = fresh_demo_project(directory)
+    console.print(f"created the showcase project in {directory} (package lumen); this computer runs it simulated "
+                  "(.aqven/local.yaml)")
     client = Client(root)
-    console.print(
-        f"project server on http://127.0.0.1:{client.port} · running {FLOW} on {len(cases)} cases with simulated models"
-    )
-    started = [
-        client.post("/api/runs", {"flow_id": FLOW, "case": name, "dataset_id": DATASET, "simulate": True, "seed": i})
-        for i, name in enumerate(cases)
-    ]
-    table = Table(show_edge=False)
-    for col in ("case", "status", "outcome", "tokens in/out", "cost"):
-        table.add_column(col, justify="right" if col in ("tokens in/out", "cost") else "left")
-    total = Decimal(0)
-    tokens = [0, 0]
-    for run in started:
-        done = client.get(f"/api/runs/{run['id']}", wait_seconds=50)
-        while done["status"] in ("queued", "running"):
-            done = client.get(f"/api/runs/{run['id']}", wait_seconds=50)
-        outcome = done["outcome"] if not done.get("error") else f"{done['outcome']}: {done['error']['code']}"
-        table.add_row(
-            done["case_name"],
-            done["status"],
-            outcome or "",
-            f"{done['input_tokens']}/{done['output_tokens']}",
-            money(done["cost_usd"]),
-        )
-        total += Decimal(done["cost_usd"])
-        tokens[0] += done["input_tokens"]
-        tokens[1] += done["output_tokens"]
-    console.print(table)
-    console.print(
-        f"total: {len(started)} runs · {tokens[0]} in / {tokens[1]} out tokens · {money(total)} "
-        "(simulated calls, priced as the real models would be)"
-    )
-    console.print(f"open a trace: cd {directory} && aqven run {FLOW} --case {cases[0]} --simulate")
+    check = client.get("/api/check")
+    console.print(f"aqven check: {check['errors']} error(s), {check['warnings']} warning(s) · project server on "
+                  f"{client.base}")
+    exp = client.get(f"/api/experiments/{EXPERIMENT}")
+    _rule(f"The question: {EXPERIMENT}")
+    console.print(exp["description"])
+    console.print(f"{exp['caption']} · variants: " + ", ".join(f"{v['id']} ({v['value']})" for v in exp["variants"]))
+
+    _rule("1. Explore on working (dev) cases")
+    plan = client.post(f"/api/experiments/{EXPERIMENT}/launch-plan", {"on": "dev", "cases": 60, "repeats": 2})
+    _show_plan(plan)
+    dev = _series(client, {"experiment_id": EXPERIMENT, "on": "dev", "cases": 60, "repeats": 2})
+    cases = client.get(f"/api/series/{dev['series_id']}", include_cases="true")
+    failing = [c for c in cases.get("cases", []) if c["failing"]]
+    console.print(f"{len(failing)} working case(s) failed at least once; the first: "
+                  + (", ".join(c["case"] for c in failing[:3]) or "none"))
+
+    _rule("2. Confirm once on held-out cases")
+    plan = client.post(f"/api/experiments/{EXPERIMENT}/launch-plan", {"on": "holdout"})
+    _show_plan(plan)
+    final = _series(client, {"experiment_id": EXPERIMENT, "on": "holdout"})
+
+    _rule("3. The finding")
+    if final.get("finding"):
+        path = root / final["finding"]
+        data = yaml.safe_load(path.read_text())
+        console.print(f"{final['finding']}: verdict {data['verdict']['verdict']}, integrity {data['integrity'][:23]}…")
+        console.print(f"scope: {data['scope']['cases']} cases × {data['scope']['repeats']} repeats, "
+                      f"spend {money(data['spend']['usd'])}, simulated {data['scope']['simulated']}")
+        _rule("FINDINGS.md")
+        console.print((root / "FINDINGS.md").read_text(), markup=False)
+    else:
+        console.print("no finding was written (the held-out series was invalid)")
+    console.print(f"demo finished in {time.monotonic() - started:.0f} s · the project is in {directory}; "
+                  f"`cd {directory} && aqven check` verifies the finding")
+
+
+def _show_plan(plan: dict[str, Any]) -> None:
+    console.print(f"launch plan: {plan['attempts']} attempts ({plan['cases']} of {plan['available']} {plan['on']} "
+                  f"cases × {plan['repeats']} repeats × {plan['variants']} variants), expected half-width "
+                  f"{plan['half_width']:.3f} against the {plan['margin']} margin, cap ${plan['cap_usd']}")
+    rec = plan.get("recommended") or {}
+    if rec.get("text"):
+        console.print(f"  {rec['text']}")
+
+
+def _series(client: Client, body: dict[str, Any]) -> dict[str, Any]:
+    started = client.post("/api/series", body)
+    state = follow(client, started["series"]["series_id"], quiet=False)
+    code = report(client, state)
+    if code != 0:
+        raise AqvenError(f"the series ended {state['status']}", code="DEMO_SERIES_STOPPED",
+                         hint="see the series in Studio or with `aqven series`")
+    return state

@@ -307,7 +307,7 @@ def prices_update() -> None:
 def demo(
     directory: Annotated[Path, typer.Option("--dir", help="where to create the demo project")] = Path("aqven-demo"),
 ) -> None:
-    """The offline demo: the showcase project on simulated models."""
+    """The offline demo: a real series on simulated models, from launch plan to verdict and finding."""
     from aqven.cli.demo import run_demo
 
     try:

@@ -27,6 +27,7 @@ from aqven.models.outputs import OutputPlan, plan_output
 from aqven.models.pricing import Price, price_call
 from aqven.models.providers import build_model
 from aqven.models.simulate import SimContext, load_simulator, simulated_model
+from aqven.project.local import sim_latency_scale
 from aqven.project.schema import AgentSpec
 
 EventSink = Callable[[str, dict[str, Any]], None]
@@ -137,6 +138,7 @@ def _build(call: ModelCall, plan: OutputPlan) -> Model:
         plan=plan,
         case_name=call.case_name,
         engine_retry=call.retry,
+        latency_scale=sim_latency_scale(call.project_root),
     )
     return simulated_model(ctx, simulator)
 

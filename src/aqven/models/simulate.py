@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,17 +67,7 @@ class SimContext:
     plan: OutputPlan
     case_name: str | None = None
     engine_retry: int = 0
-
-
-def latency_scale() -> float:
-    raw = os.environ.get("AQVEN_SIM_LATENCY_SCALE", "").strip()
-    if not raw:
-        return 1.0
-    try:
-        value = float(raw)
-    except ValueError:
-        return 1.0
-    return value if value >= 0 else 1.0
+    latency_scale: float = 1.0
 
 
 def simulator_path(project_root: Path, ref: str) -> tuple[Path, str]:
@@ -130,7 +119,7 @@ def simulated_model(ctx: SimContext, simulator: Simulator) -> FunctionModel:
         )
         reply = await _ask(simulator, request)
         if reply.latency_s > 0:
-            await asyncio.sleep(reply.latency_s * latency_scale())
+            await asyncio.sleep(reply.latency_s * ctx.latency_scale)
         return to_response(reply, info, ctx.plan)
 
     return FunctionModel(respond, model_name=ctx.agent.model_name)

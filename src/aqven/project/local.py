@@ -46,6 +46,32 @@ def read_local(root: Path) -> LocalSettings:
         ) from None
 
 
+_scale_cache: dict[tuple[str, float], float | None] = {}
+
+
+def sim_latency_scale(root: Path) -> float:
+    """How simulated latency is scaled: AQVEN_SIM_LATENCY_SCALE, else local.yaml's sim_latency_scale, else 1."""
+    raw = os.environ.get("AQVEN_SIM_LATENCY_SCALE", "").strip()
+    if raw:
+        try:
+            value = float(raw)
+            return value if value >= 0 else 1.0
+        except ValueError:
+            return 1.0
+    path = state_dir(root) / "local.yaml"
+    try:
+        key = (str(path), path.stat().st_mtime)
+    except OSError:
+        return 1.0
+    if key not in _scale_cache:
+        try:
+            _scale_cache[key] = read_local(root).sim_latency_scale
+        except ProjectError:
+            _scale_cache[key] = None
+    scale = _scale_cache[key]
+    return 1.0 if scale is None or scale < 0 else scale
+
+
 def simulate_enabled(root: Path, flag: bool = False) -> bool:
     """Simulated mode: per command (flag), per shell (AQVEN_SIMULATE=1) or per computer (local.yaml)."""
     if flag or os.environ.get("AQVEN_SIMULATE", "").strip().lower() in TRUTHY:
