@@ -19,12 +19,12 @@ from pathlib import Path
 
 os.environ["AQVEN_SIM_LATENCY_SCALE"] = "0"
 
-from aqven.store.records import RunRequest  # noqa: E402
-from aqven.engine.runner import Engine  # noqa: E402
-from aqven.project.init import init_project  # noqa: E402
-from aqven.project.loader import load_project  # noqa: E402
-from aqven.store.db import Database  # noqa: E402
-from aqven.store.runs import RunStore  # noqa: E402
+from aqven.engine.runner import Engine
+from aqven.project.init import init_project
+from aqven.project.loader import load_project
+from aqven.store.db import Database
+from aqven.store.records import RunRequest
+from aqven.store.runs import RunStore
 
 ONE_NODE = {
     "flows/one/flow.yaml": "input: {ticket: string, tier: string}\noutput: {reply: string}\nnodes:\n"

@@ -19,24 +19,27 @@ from pathlib import Path
 
 os.environ["AQVEN_SIM_LATENCY_SCALE"] = "0"
 
-from aqven.project.init import init_project  # noqa: E402
-from aqven.research.series_start import SeriesStartBody  # noqa: E402
-from aqven.server.service import ProjectService  # noqa: E402
+from aqven.project.init import init_project
+from aqven.research.series_start import SeriesStartBody
+from aqven.server.service import ProjectService
 
 
 async def run(root: Path, repeats: int, experiment: str) -> None:
     svc = ProjectService(root)
     started = time.perf_counter()
-    out = await svc.series.start(SeriesStartBody(experiment_id=experiment, on="dev", repeats=repeats, simulate=True,
-                                                 cap_usd=None))
+    out = await svc.series.start(
+        SeriesStartBody(experiment_id=experiment, on="dev", repeats=repeats, simulate=True, cap_usd=None)
+    )
     sid = out["series"]["series_id"]
     state = await svc.series.get(sid, wait_seconds=50)
     while state["status"] not in ("done", "failed", "cancelled", "awaiting_approval"):
         state = await svc.series.get(sid, wait_seconds=50)
     wall = time.perf_counter() - started
     n = state["progress"]["done"]
-    print(f"{experiment}: {n} attempts in {wall:.2f} s = {n / wall:.1f} attempts/s ({state['status']}; "
-          f"{state['verdict']['verdict'] if state['verdict'] else '-'})")
+    print(
+        f"{experiment}: {n} attempts in {wall:.2f} s = {n / wall:.1f} attempts/s ({state['status']}; "
+        f"{state['verdict']['verdict'] if state['verdict'] else '-'})"
+    )
     await svc.shutdown()
 
 
@@ -48,10 +51,13 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = init_project(Path(tmp) / "bench", "lumen")
-        (root / "aqven.yaml").write_text((root / "aqven.yaml").read_text().replace('spend_cap_usd: "1.00"',
-                                                                                   'spend_cap_usd: "100.00"'))
+        (root / "aqven.yaml").write_text(
+            (root / "aqven.yaml").read_text().replace('spend_cap_usd: "1.00"', 'spend_cap_usd: "100.00"')
+        )
         if args.profile:
-            cProfile.runctx("asyncio.run(run(root, args.repeats, args.experiment))", globals(), locals(), "/tmp/series.prof")
+            cProfile.runctx(
+                "asyncio.run(run(root, args.repeats, args.experiment))", globals(), locals(), "/tmp/series.prof"
+            )
             pstats.Stats("/tmp/series.prof").sort_stats("tottime").print_stats(30)
         else:
             asyncio.run(run(root, args.repeats, args.experiment))

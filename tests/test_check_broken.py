@@ -760,6 +760,14 @@ CASES: list[Broken] = [
         2,
     ),
     Broken("local_wrong_type", {".aqven/local.yaml": "simulate: maybe\n"}, "E_WRONG_TYPE", ".aqven/local.yaml", 1),
+    Broken("local_not_mapping", {".aqven/local.yaml": "- simulate\n"}, "E_NOT_MAPPING", ".aqven/local.yaml", 1),
+    Broken(
+        "local_spend_cap_text",
+        {".aqven/local.yaml": "research:\n  spend_cap_usd: lots\n"},
+        "E_WRONG_TYPE",
+        ".aqven/local.yaml",
+        2,
+    ),
     Broken("local_yaml_syntax", {".aqven/local.yaml": "simulate: [\n"}, "E_YAML_SYNTAX", ".aqven/local.yaml"),
 ]
 
@@ -843,3 +851,8 @@ def test_a_root_that_is_a_file_is_not_a_project(tmp_path: Path) -> None:
     (tmp_path / "aqven.yaml").write_text("package: x\n", encoding="utf-8")
     _, diagnostics = check_project(tmp_path / "aqven.yaml")
     assert [d.code for d in diagnostics] == ["E_PROJECT_MISSING"]
+
+
+def test_an_empty_local_yaml_is_fine(tmp_path: Path) -> None:
+    root = write_files(tmp_path / "p", project_files({".aqven/local.yaml": "# nothing here\n"}))
+    assert check_project(root)[1] == []

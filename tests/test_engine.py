@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from aqven.store.records import RunRequest
 from aqven.engine.runner import Engine
 from aqven.errors import RunInputError
 from aqven.models.call import CallResult, ModelCall
 from aqven.models.outcomes import ModelCallError
 from aqven.project.loader import load_project
 from aqven.store.db import Database
+from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore
 
 FILES = {
@@ -129,7 +129,7 @@ async def test_independent_nodes_run_concurrently_and_trace_is_complete(env: Any
     record = await engine.execute(run_id)
     assert record.status == "done", record.error
     assert record.output == {"answer": "a:Answer: hi|b:Answer: hi", "votes": 2}
-    (n1, s1, e1), (n2, s2, e2) = fake.calls
+    (_n1, s1, e1), (_n2, s2, e2) = fake.calls
     assert s2 < e1 and s1 < e2, "left and right should overlap in time"
     kinds = [e.kind for e in runs.events(run_id)]
     assert kinds[0] == "run_start" and kinds[-1] == "run_end"

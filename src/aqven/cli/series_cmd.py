@@ -26,7 +26,7 @@ def _eta_text(eta: dict[str, Any] | None) -> str:
 
 def follow(client: Client, series_id: str, *, quiet: bool) -> dict[str, Any]:
     """Poll the series until its status settles, showing progress, spend against the cap and time left."""
-    state = client.get(f"/api/series/{series_id}")
+    state: dict[str, Any] = client.get(f"/api/series/{series_id}")
     if quiet:
         while state["status"] not in SETTLED:
             state = client.get(f"/api/series/{series_id}", wait_seconds=20)

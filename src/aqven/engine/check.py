@@ -6,14 +6,17 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from aqven.engine.compile import FlowCompiler
 from aqven.errors import ProjectError
 from aqven.project.diagnostics import Diagnostic, sort_key
-from aqven.project.loader import Project, load_model, load_project
+from aqven.project.loader import Project, load_project, validation_diagnostics
 from aqven.project.local import LocalSettings, read_local
 from aqven.project.paths import inside, is_file, state_dir
 from aqven.project.pycode import load_function, parse_ref
 from aqven.project.schema import ProjectConfig
+from aqven.project.yaml_source import read_yaml
 
 
 def _diag(code: str, message: str, file: str | None, line: int | None, hint: str, warning: bool = False) -> Diagnostic:
@@ -129,12 +132,18 @@ def check_local(project: Project) -> list[Diagnostic]:
     path = state_dir(project.root) / "local.yaml"
     if not is_file(path):
         return []
-    before = len(project.diagnostics)
-    load_model(project, path, LocalSettings)
-    found = project.diagnostics[before:]
-    del project.diagnostics[before:]
-    if found:
-        return found
+    try:
+        doc = read_yaml(path, ".aqven/local.yaml")
+    except ProjectError as exc:
+        return [Diagnostic.from_error(exc)]
+    if doc.data is None:
+        return []  # an empty local.yaml changes nothing
+    if not isinstance(doc.data, dict):
+        return [_diag("E_NOT_MAPPING", "the file must hold a YAML mapping of keys", doc.file, 1, "e.g. simulate: true")]
+    try:
+        LocalSettings.model_validate(doc.data)
+    except ValidationError as err:
+        return validation_diagnostics(err, doc)
     try:
         read_local(project.root)
     except ProjectError as exc:

@@ -412,9 +412,9 @@ class Engine:
             raise AqvenError(
                 f"code node {path!r} raised {type(exc).__name__}: {exc}",
                 code="CODE_ERROR",
-                hint=f"fix {node.spec.code}",
+                hint=f"fix {node.code_file.name}:{node.code_function}",
                 details={"node_id": path},
-            ) from None  # type: ignore[union-attr]
+            ) from None
         problem = violation(value, node.output_schema)
         if problem:
             raise AqvenError(

@@ -95,7 +95,9 @@ class SeriesStore:
             )
         return self._series(row)
 
-    def list_series(self, *, experiment_id: str | None = None, status: str | None = None, limit: int = 50) -> list[SeriesRow]:
+    def list_series(
+        self, *, experiment_id: str | None = None, status: str | None = None, limit: int = 50
+    ) -> list[SeriesRow]:
         clauses, params = [], []
         if experiment_id is not None:
             clauses.append("experiment_id=?")
