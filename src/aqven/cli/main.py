@@ -316,6 +316,32 @@ def demo(
         fail(err, 1)
 
 
+@app.command()
+def studio(
+    page: Annotated[str | None, typer.Argument(help="a page to open: research, runs, findings, series/ID ...")] = None,
+    no_open: Annotated[bool, typer.Option("--no-open", help="print the address without opening a browser")] = False,
+    root: RootOpt = None,
+) -> None:
+    """Open Studio, the web UI, starting the project server when none runs."""
+    from aqven.cli.studio_cmd import open_studio
+
+    try:
+        open_studio(project_root(root), page=page, open_browser=not no_open)
+    except AqvenError as err:
+        fail(err)
+
+
+@app.command()
+def mcp(root: RootOpt = None) -> None:
+    """Serve the project's MCP tools over stdio (register `aqven mcp` with your MCP client)."""
+    from aqven.cli.mcp_cmd import run_mcp
+
+    try:
+        run_mcp(project_root(root))
+    except AqvenError as err:
+        fail(err)
+
+
 def main() -> None:
     try:
         app()

@@ -153,7 +153,9 @@ def validation_diagnostics(err: ValidationError, doc: YamlDoc) -> list[Diagnosti
         elif etype == "union_tag_not_found":
             msg = f"missing key {where + '.kind'!r}"
         elif etype == "string_pattern_mismatch":
-            msg = f"{where}: {e.get('input')!r} is not a valid " + ("package name" if loc == ("package",) else "id")
+            shown = repr(e.get("input"))
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            msg = f"{where}: {shown} is not a valid " + ("package name" if loc == ("package",) else "id")
             if loc == ("package",):
                 hint = "package is a Python-style name: letters, digits and _, starting with a letter or _"
         elif etype == "union_tag_invalid":

@@ -110,9 +110,10 @@ def render_findings_md(root: Path, findings: list[tuple[Path, dict[str, Any] | N
     by_mode: dict[str, list[tuple[Path, dict[str, Any]]]] = defaultdict(list)
     for path, data in valid:
         by_mode[str(data.get("failure_mode", "unspecified"))].append((path, data))
-    series_count: dict[str, list[str]] = defaultdict(list)
+    # A finding counts every held-out series of its experiment on the same cases (spec: Working and held-out cases).
+    series_count: dict[tuple[str, str], list[str]] = defaultdict(list)
     for _p, data in valid:
-        series_count[data["experiment_id"]].append(data["verdict"]["verdict"])
+        series_count[same_cases_key(data)].append(data["verdict"]["verdict"])
     lines = [
         "# Findings",
         "",
@@ -133,9 +134,16 @@ def render_findings_md(root: Path, findings: list[tuple[Path, dict[str, Any] | N
             for path, data in sorted(
                 items, key=lambda pd: (pd[1]["experiment_id"], pd[1]["scope"].get("ended_at", ""))
             ):
-                lines.append(_line(root, path, data, series_count[data["experiment_id"]]))
+                lines.append(_line(root, path, data, series_count[same_cases_key(data)]))
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def same_cases_key(data: dict[str, Any]) -> tuple[str, str]:
+    """(experiment, the cases it ran on): the hash of the case names, else the dataset and the number of cases."""
+    scope = data.get("scope") or {}
+    cases = scope.get("cases_hash") or f"{scope.get('dataset')}:{scope.get('tags')}:{scope.get('cases')}"
+    return str(data.get("experiment_id")), str(cases)
 
 
 def _line(root: Path, path: Path, data: dict[str, Any], verdicts: list[str]) -> str:
@@ -143,11 +151,14 @@ def _line(root: Path, path: Path, data: dict[str, Any], verdicts: list[str]) -> 
     sim = " *(simulated)*" if scope.get("simulated") else ""
     confirmed = sum(v == "confirmed" for v in verdicts)
     tally = (
-        f" {confirmed} of {len(verdicts)} held-out series of this experiment confirmed." if len(verdicts) > 1 else ""
+        f" {confirmed} of {len(verdicts)} held-out series of this experiment on these cases confirmed."
+        if len(verdicts) > 1
+        else ""
     )
     when = str(scope.get("ended_at", ""))[:10]
+    cases, repeats = scope.get("cases"), scope.get("repeats")
     return (
-        f"- **{data['experiment_id']}**{sim}: “{data['verdict']['text']}” — {scope.get('cases')} cases × "
-        f"{scope.get('repeats')} repeats of `{scope.get('dataset')}`, {when}.{tally} "
+        f"- **{data['experiment_id']}**{sim}: “{data['verdict']['text']}” — {cases} case{'' if cases == 1 else 's'}"
+        f" × {repeats} repeat{'' if repeats == 1 else 's'} of `{scope.get('dataset')}`, {when}.{tally} "
         f"[{data['series_id']}]({rel(root, path)})"
     )

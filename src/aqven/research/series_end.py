@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from decimal import Decimal
 from typing import Any
@@ -123,23 +124,25 @@ def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) 
             "variant": first.variant_id,
         }
     fields["status"] = status
-    store.update(series_id, **fields)
-    s = store.get(series_id)
-    verdict = compute_verdict(s, attempts, provisional=False, inputs_changed=changed)
+    # Decide on the row as it will be stored, then write the finding, and only then store the end: a server
+    # that dies in between leaves the series running, and the next start decides it again (the finding is
+    # written once: a second write finds the file and keeps it).
+    ended = s.model_copy(update={"status": status, "ended_at": fields["ended_at"], "error": fields.get("error")})
+    verdict = compute_verdict(ended, attempts, provisional=False, inputs_changed=changed)
     if verdict is not None and status == "failed":
         verdict["verdict"] = "invalid"
-    store.update(series_id, verdict=verdict)
-    s = store.get(series_id)
+    fields["verdict"] = verdict
     if (
-        s.kind == "experiment"
-        and s.on == "holdout"
+        ended.kind == "experiment"
+        and ended.on == "holdout"
         and status == "done"
         and verdict is not None
         and verdict["verdict"] != "invalid"
-        and s.experiment_id is not None
+        and ended.experiment_id is not None
     ):
-        path = write_finding(ws.project.root, finding_data(ws, s, attempts, runs, verdict))
-        store.update(series_id, finding=str(path.relative_to(ws.project.root)))
+        path = write_finding(ws.project.root, finding_data(ws, ended, attempts, runs, verdict))
+        fields["finding"] = str(path.relative_to(ws.project.root))
+    store.update(series_id, **fields)
     return store.get(series_id)
 
 
@@ -182,6 +185,8 @@ def finding_data(
             "dataset": s.plan.dataset_id,
             "tags": exp.spec.dataset.tags,
             "cases": len(counted_cases),
+            # Which cases, without naming held-out cases: series on the same cases are counted together.
+            "cases_hash": "sha256:" + hashlib.sha256("\n".join(s.plan.cases).encode()).hexdigest(),
             "repeats": s.plan.repeats,
             "attempts": len(done),
             "started_at": s.created_at,

@@ -50,6 +50,11 @@ def dec(text: str | None) -> Decimal:
     return Decimal(text) if text else Decimal(0)
 
 
+def _sets_reserve(a: AttemptRow) -> bool:
+    """A finished attempt whose cost tells what an attempt costs (not an infrastructure error that spent nothing)."""
+    return a.status == "done" and (a.outcome != "infra" or dec(a.cost_usd) > 0)
+
+
 class SeriesRunner:
     def __init__(
         self, workspace: Callable[[], Workspace], engine: Callable[[], Engine], runs: RunStore, store: SeriesStore
@@ -84,6 +89,10 @@ class SeriesRunner:
     def resume_all(self) -> list[str]:
         """On server start: continue every series that was running or waiting for a person."""
         ids = self.store.ids_with_status("running", "waiting_human")
+        # A series cancelled while attempts still ran: they finish (and are paid), then it is decided.
+        ids += [
+            r["id"] for r in self.store.db.query("SELECT id FROM series WHERE status='cancelled' AND ended_at IS NULL")
+        ]
         for sid in ids:
             s = self.store.get(sid)
             if s.status == "running":
@@ -97,9 +106,10 @@ class SeriesRunner:
         return {r["run_id"] for r in rows}
 
     async def shutdown(self) -> None:
-        for task in self._drivers.values():
+        tasks = list(self._drivers.values())  # a driver removes itself from the dict when it ends
+        for task in tasks:
             task.cancel()
-        for task in self._drivers.values():
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
@@ -109,24 +119,24 @@ class SeriesRunner:
         wake = self._wake.setdefault(series_id, asyncio.Event())
         running: dict[int, asyncio.Task[str]] = {}
         # The database is the truth (a restart resumes from it); the driver keeps a copy of what it needs
-        # to decide, so each step costs the same however many attempts the series has.
+        # to decide, so each step costs the same however many attempts the series has. `spent` counts every
+        # attempt's recorded cost (a re-run's earlier try included); a finished attempt adds what it added.
         attempts = self.store.attempts(series_id)
         queue = sorted((a for a in attempts if a.status == "queued"), key=lambda a: (a.reruns, a.idx))
-        costs = [dec(a.cost_usd) for a in attempts if a.status == "done"]
         tally = _Tally(
-            spent=sum((dec(a.cost_usd) for a in attempts if a.status != "running"), Decimal(0)),
-            reserve=max(costs, default=None),
+            spent=sum((dec(a.cost_usd) for a in attempts), Decimal(0)),
+            reserve=max((dec(a.cost_usd) for a in attempts if _sets_reserve(a)), default=None),
         )
-        orphans = [a for a in attempts if a.status == "running"]
-        del attempts, costs
+        del attempts
         try:
             while True:
                 wake.clear()
                 s = self.store.get(series_id)
                 if s.status not in ("running", "waiting_human", "cancelled"):
                     return
-                waiting = await self._adopt_orphans(s, orphans, running, tally)
-                orphans = []
+                # Attempts marked running that no task runs: left by a dead server, waiting for a person, or
+                # answered by one. Looked up on every step (by index: only the running ones are read).
+                waiting = await self._adopt_orphans(s, self.store.attempts(series_id, status="running"), running, tally)
                 if s.status == "cancelled":
                     if running:
                         await self._wait_any(running, wake)
@@ -137,7 +147,6 @@ class SeriesRunner:
                 if s.status == "waiting_human":
                     if waiting and not running:
                         await wake.wait()
-                        orphans = self.store.attempts(series_id, status="running")
                         continue
                     self._set_status(s, "running")
                     continue
@@ -146,7 +155,6 @@ class SeriesRunner:
                         self._set_status(s, "waiting_human")
                         await self.notify()
                         await wake.wait()
-                        orphans = self.store.attempts(series_id, status="running")
                         continue
                     reruns = self._rate_limited(series_id)
                     if reruns:
@@ -164,7 +172,6 @@ class SeriesRunner:
                     await self._wait_any(running, wake)
                 elif waiting:
                     await wake.wait()
-                    orphans = self.store.attempts(series_id, status="running")
         except asyncio.CancelledError:
             for task in running.values():
                 task.cancel()
@@ -199,7 +206,6 @@ class SeriesRunner:
             run_id = new_id("run")
             if not self.store.claim(s.id, attempt.idx, run_id):
                 continue
-            tally.spent -= dec(attempt.cost_usd)  # a re-run's earlier cost comes back with its result
             running[attempt.idx] = self._track(s, attempt, run_id, tally)
             if tally.reserve is None:
                 break
@@ -207,10 +213,13 @@ class SeriesRunner:
 
     def _track(self, s: SeriesRow, attempt: AttemptRow, run_id: str, tally: _Tally) -> asyncio.Task[str]:
         async def run() -> str:
-            result, cost = await self._run_attempt(s, attempt, run_id)
+            result, cost, outcome = await self._run_attempt(s, attempt, run_id)
             if result == "done":
-                tally.spent += cost
-                tally.reserve = cost if tally.reserve is None else max(tally.reserve, cost)
+                tally.spent += cost - dec(attempt.cost_usd)  # its recorded cost already held an earlier try's
+                if outcome != "infra" or cost > 0:
+                    # An attempt that failed before spending anything says nothing about what one costs: until
+                    # one that does finishes, attempts keep running one at a time.
+                    tally.reserve = cost if tally.reserve is None else max(tally.reserve, cost)
             return result
 
         return asyncio.ensure_future(run())
@@ -244,7 +253,6 @@ class SeriesRunner:
             if record is not None and record.status == "waiting_human":
                 waiting.append(a.idx)
                 continue
-            tally.spent -= dec(a.cost_usd)
             running[a.idx] = self._track(s, a, a.run_id, tally)
         return waiting
 
@@ -256,7 +264,8 @@ class SeriesRunner:
             return case
         raise NotFoundError(f"case {name!r} is gone from {s.plan.dataset_id!r}", code="CASE_NOT_FOUND")
 
-    async def _run_attempt(self, s: SeriesRow, a: AttemptRow, run_id: str) -> tuple[str, Decimal]:
+    async def _run_attempt(self, s: SeriesRow, a: AttemptRow, run_id: str) -> tuple[str, Decimal, str | None]:
+        """("done" | "waiting", the attempt's whole cost, its outcome)."""
         try:
             case = self._case(s, a.case_name)
         except NotFoundError as exc:
@@ -271,7 +280,7 @@ class SeriesRunner:
                 cost=dec(a.cost_usd),
                 unpriced=False,
             )
-            return "done", dec(a.cost_usd)
+            return "done", dec(a.cost_usd), "infra"
         try:
             self.runs.get(run_id)
         except NotFoundError:
@@ -281,7 +290,7 @@ class SeriesRunner:
         record = await self._engine().execute(run_id)
         if record.status == "waiting_human":
             self.wake(s.id)
-            return "waiting", Decimal(0)
+            return "waiting", Decimal(0), None
         prior = dec(a.cost_usd)  # what an earlier, rate-limited try of this attempt spent
         cost = prior + dec(record.cost_usd)
         unpriced = record.unpriced_calls > 0
@@ -328,7 +337,7 @@ class SeriesRunner:
         self._finish(
             s, a, outcome=outcome, value=value, code=code, message=message, checks=checks, cost=cost, unpriced=unpriced
         )
-        return "done", cost
+        return "done", cost, outcome
 
     async def _score(self, s: SeriesRow, case: Case, record: Any, seed: int) -> list[Any]:
         if s.experiment_id is None:

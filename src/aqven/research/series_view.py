@@ -115,6 +115,9 @@ def snapshot(
     done = [a for a in attempts if a.status == "done"]
     spent, unpriced = spend_of(attempts, runs)
     verdict = s.verdict if s.status in ENDED else compute_verdict(s, attempts, provisional=True)
+    if s.status == "cancelled" and s.ended_at is None:
+        # Cancelled while attempts still finish: the verdict is already invalid (cancelled), not missing.
+        verdict = compute_verdict(s, attempts, provisional=False)
     out: dict[str, Any] = {
         "series_id": s.id,
         "kind": s.kind,

@@ -9,15 +9,71 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aqven import __version__
 from aqven.errors import AqvenError
 from aqven.server.routes_project import router as project_router
 from aqven.server.routes_research import router as research_router
 from aqven.server.routes_runs import router as runs_router
+from aqven.server.routes_studio import router as studio_router
 from aqven.server.service import ProjectService
 
 MAX_BODY_BYTES = 2_000_000
+_HTTP_CODES = {400: "BAD_REQUEST", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "BODY_TOO_LARGE"}
+
+
+def _too_large(max_bytes: int) -> JSONResponse:
+    return JSONResponse(
+        status_code=413,
+        content={
+            "error": {
+                "code": "BODY_TOO_LARGE",
+                "message": f"request body over {max_bytes} bytes",
+                "hint": "send a smaller request",
+            }
+        },
+    )
+
+
+class BodyLimit:
+    """Refuse request bodies over `max_bytes` with 413 BODY_TOO_LARGE, by Content-Length or, when a body
+    comes without one (chunked), by reading it here up to the limit before the app sees it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        if length is not None:
+            if length.strip().isdigit() and int(length) > self.max_bytes:
+                await _too_large(self.max_bytes)(scope, receive, send)
+                return
+            await self.app(scope, receive, send)  # the server holds the body to its Content-Length
+            return
+        buffered: list[Message] = []
+        size = 0
+        while True:
+            message = await receive()
+            buffered.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await _too_large(self.max_bytes)(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return buffered.pop(0) if buffered else await receive()
+
+        await self.app(scope, replay, send)
 
 
 def create_app(root: Path) -> FastAPI:
@@ -52,21 +108,18 @@ def create_app(root: Path) -> FastAPI:
             },
         )
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):  # type: ignore[no-untyped-def]
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            return JSONResponse(
-                status_code=413,
-                content={
-                    "error": {
-                        "code": "BODY_TOO_LARGE",
-                        "message": f"request body over {MAX_BODY_BYTES} bytes",
-                        "hint": "send a smaller request",
-                    }
-                },
-            )
-        return await call_next(request)
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Unknown paths, wrong methods, unreadable bodies: the same JSON error shape, with a code.
+        code = _HTTP_CODES.get(exc.status_code, f"HTTP_{exc.status_code}")
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        return JSONResponse(
+            status_code=exc.status_code,
+            content={"error": {"code": code, "message": detail, "hint": "see the REST API at /docs"}},
+            headers=dict(exc.headers) if exc.headers else None,
+        )
+
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
 
     @app.get("/api/health")
     async def health() -> dict[str, str]:
@@ -75,4 +128,6 @@ def create_app(root: Path) -> FastAPI:
     app.include_router(project_router)
     app.include_router(runs_router)
     app.include_router(research_router)
+    app.include_router(studio_router)
+    __import__("aqven.server.mcp_server", fromlist=["mount_mcp"]).mount_mcp(app, service)  # MCP at /mcp
     return app

@@ -463,7 +463,9 @@ def _summarize(name: str, content: Any) -> list[str]:
         for s in content[:8]:
             if isinstance(s, dict):
                 verdict = f" — {s.get('text')}" if s.get("text") else ""
-                lines.append(f"- {s.get('series_id')} {s.get('experiment_id')} on {s.get('on')}: {s.get('status')}{verdict}")
+                lines.append(
+                    f"- {s.get('series_id')} {s.get('experiment_id')} on {s.get('on')}: {s.get('status')}{verdict}"
+                )
         return lines
     if name == "series_get" and isinstance(content, dict):
         p = content.get("progress") or {}
@@ -474,9 +476,9 @@ def _summarize(name: str, content: Any) -> list[str]:
             f"{p.get('done')} of {p.get('attempts')} attempts, spent ${sp.get('usd')} of ${sp.get('cap_usd')}"
             f"{' (a lower bound)' if sp.get('lower_bound') else ''}."
         ]
-        verdict = content.get("verdict") or {}
-        if verdict.get("text"):
-            lines.append(("Provisional: " if verdict.get("provisional") else "Verdict: ") + f"“{verdict['text']}”")
+        vd: dict[str, Any] = content.get("verdict") or {}
+        if vd.get("text"):
+            lines.append(("Provisional: " if vd.get("provisional") else "Verdict: ") + f"“{vd['text']}”")
         if content.get("status") == "awaiting_approval":
             lines.append("It waits for a person: approve it with a new cap on its Studio page (I cannot).")
         return lines
@@ -498,9 +500,7 @@ def offline_reply(question: str, instructions: str, returns: list[tuple[str, Any
     md = _section(instructions, "FINDINGS.md")
     lines = findings_lines(md)
     asked = _words(question)
-    scored = sorted(
-        ((len(asked & _words(h + " " + line)), h, line) for h, line in lines), key=lambda x: -x[0]
-    )
+    scored = sorted(((len(asked & _words(h + " " + line)), h, line) for h, line in lines), key=lambda x: -x[0])
     hits = [(h, line) for score, h, line in scored if score > 0]
     general = re.search(r"finding|know|learn|confirm|refut|verdict", question.lower())
     out: list[str] = []
@@ -620,7 +620,7 @@ async def reply(svc: ProjectService, messages: list[dict[str, Any]], *, model: M
         for p in m.parts
         if isinstance(p, ToolCallPart)
     ]
-    usage = result.usage()
+    usage = result.usage
     return {
         "reply": result.output,
         "tool_calls": calls,

@@ -22,6 +22,7 @@ from aqven.project.paths import state_dir
 
 SERVER_FILE = "server.json"
 HOST = "127.0.0.1"
+LOCK_TRIES = 10  # × 50 ms: how long a starting server waits for the project's lock before refusing
 
 
 def server_file(root: Path) -> Path:
@@ -68,11 +69,35 @@ def read_server(root: Path) -> dict[str, Any] | None:
         return None
     alive = health(port)
     if alive is None or Path(alive.get("root", "")).resolve() != root.resolve():
-        # The pid is alive but is not our server (reused pid, or still starting): check once more later.
+        if _lock_free(root):
+            # No process holds the server lock, so no server of this project runs or starts: the pid was
+            # reused by another process (a killed server, a reboot). The file is stale.
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        # The pid holds the lock but does not answer yet (still starting): check once more later.
         info["healthy"] = False
         return info
     info["healthy"] = True
     return info
+
+
+def _lock_free(root: Path) -> bool:
+    """True when no process holds `.aqven/server.lock` (every server holds it for its whole life)."""
+    path = state_dir(root) / "server.lock"
+    try:
+        handle = open(path, "a+")  # noqa: SIM115 - closed below
+    except OSError:
+        return False
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    else:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return True
+    finally:
+        handle.close()
 
 
 def bind_socket(port: int = 0) -> socket.socket:
@@ -92,9 +117,9 @@ def bind_socket(port: int = 0) -> socket.socket:
 
 
 def claim(root: Path, port: int) -> None:
-    """Write server.json for this process; refuse if another live server has it."""
+    """Write server.json for this process; refuse if another live server answers for this project."""
     existing = read_server(root)
-    if existing is not None and int(existing.get("pid", 0)) != os.getpid():
+    if existing is not None and existing.get("healthy") and int(existing.get("pid", 0)) != os.getpid():
         raise ServerError(
             f"a project server already runs for this project (pid {existing['pid']}, port {existing['port']})",
             code="SERVER_ALREADY_RUNNING",
@@ -157,18 +182,20 @@ def _lock_or_refuse(root: Path) -> IO[str]:
     path = state_dir(root) / "server.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+")  # noqa: SIM115 - held open for the life of the server
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        info = read_server(root) or {}
-        raise ServerError(
-            f"a project server already runs for this project (pid {info.get('pid', '?')}, "
-            f"port {info.get('port', '?')})",
-            code="SERVER_ALREADY_RUNNING",
-            hint="use it (the CLI finds it by itself), or stop that process first",
-        ) from None
-    return handle
+    for attempt in range(LOCK_TRIES):
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except OSError:
+            if attempt < LOCK_TRIES - 1:
+                time.sleep(0.05)  # a client may be probing the lock for a moment (read_server)
+    handle.close()
+    info = read_server(root) or {}
+    raise ServerError(
+        f"a project server already runs for this project (pid {info.get('pid', '?')}, port {info.get('port', '?')})",
+        code="SERVER_ALREADY_RUNNING",
+        hint="use it (the CLI finds it by itself), or stop that process first",
+    )
 
 
 def ensure_server(root: Path, timeout: float = 30.0) -> int:

@@ -13,6 +13,7 @@ from aqven.server.service import ProjectService
 from aqven.store.records import RunRecord, TraceEvent
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
+SQLITE_MAX_INT = 2**63 - 1  # a larger offset or sequence number cannot reach the database (it would be a 500)
 
 
 class RunStartBody(BaseModel):
@@ -65,7 +66,7 @@ def list_runs(
     status: str | None = None,
     series_id: str | None = None,
     limit: int = Query(50, ge=1, le=500),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=SQLITE_MAX_INT),
     svc: ProjectService = Depends(service_of),
 ) -> list[RunRecord]:
     return svc.runs.list_runs(flow_id=flow_id, status=status, series_id=series_id, limit=limit, offset=offset)
@@ -83,7 +84,7 @@ async def get_run(
 @router.get("/{run_id}/events")
 def run_events(
     run_id: str,
-    after: int = Query(0, ge=0),
+    after: int = Query(0, ge=0, le=SQLITE_MAX_INT),
     limit: int = Query(1000, ge=1, le=5000),
     svc: ProjectService = Depends(service_of),
 ) -> list[TraceEvent]:
@@ -117,7 +118,7 @@ def run_node(run_id: str, node_id: str, svc: ProjectService = Depends(service_of
 
 
 @router.post("/{run_id}/human/{node_id:path}")
-def answer_human(
+async def answer_human(
     run_id: str, node_id: str, body: HumanAnswerBody = Body(...), svc: ProjectService = Depends(service_of)
 ) -> RunRecord:
     svc.answer_human(run_id, node_id, body.answer)

@@ -1,0 +1,92 @@
+"""Latency-bound efficiency: N attempts on a simulator that takes 1 s per call, concurrency 50, in-process.
+
+The tiny project of bench/perf_common.py with `concurrency: 50` in its aqven.yaml and a simulator that returns
+latency_s=1.0, run with AQVEN_SIM_LATENCY_SCALE=1 (the latency is slept for real). The ideal wall time is
+attempts × latency / concurrency (2,000 × 1 s / 50 = 40 s); the script prints the measured wall time, the ratio
+to the ideal, how many attempts ran at once (sampled from the attempts table every 0.5 s) and the CPU time.
+
+Note the series rule (DESIGN §6): the first attempt runs alone, so its cost becomes the cap reserve; the ideal
+below does not include that first lone second, the "ideal + 1 s" line does.
+
+    .venv/bin/python bench/latency_bound.py [--attempts 2000] [--latency 1.0] [--concurrency 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ["AQVEN_SIM_LATENCY_SCALE"] = "1"
+
+import perf_common as pc
+
+
+async def sample_running(db: Path, stop: asyncio.Event, out: list[int]) -> None:
+    while not stop.is_set():
+        if db.exists():
+            try:
+                con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+                out.append(con.execute("SELECT COUNT(*) FROM attempts WHERE status='running'").fetchone()[0])
+                con.close()
+            except sqlite3.Error:
+                pass
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.5)
+
+
+async def run(root: Path, attempts: int) -> tuple[dict[str, object], list[int]]:
+    stop = asyncio.Event()
+    running: list[int] = []
+    sampler = asyncio.ensure_future(sample_running(root / ".aqven" / "aqven.sqlite", stop, running))
+    try:
+        r = await pc.run_series_in_process(root, attempts, poll_s=5)
+    finally:
+        stop.set()
+        await sampler
+    return r, running
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--attempts", type=int, default=2000)
+    parser.add_argument("--latency", type=float, default=1.0)
+    parser.add_argument("--concurrency", type=int, default=50)
+    args = parser.parse_args()
+    ideal = args.attempts * args.latency / args.concurrency
+    with tempfile.TemporaryDirectory() as tmp:
+        cases, repeats = pc.split_attempts(args.attempts)
+        root = pc.write_tiny_project(Path(tmp) / "p", cases=cases, latency_s=args.latency,
+                                     concurrency=args.concurrency)
+        load = os.getloadavg()[0]
+        cpu = time.process_time()
+        r, running = asyncio.run(run(root, args.attempts))
+        cpu = time.process_time() - cpu
+    st = r["state"]
+    assert isinstance(st, dict)
+    wall = float(r["wall_s"])  # type: ignore[arg-type]
+    busy = [x for x in running if x > 0]
+    print(f"{args.attempts} attempts ({cases} cases × {repeats} repeats), simulator latency {args.latency} s, "
+          f"concurrency {args.concurrency}; status {st['status']}, done {st['progress']['done']} "
+          f"(load avg at start {load:.2f})")
+    print(f"wall {wall:.1f} s; ideal {ideal:.1f} s (attempts × latency / concurrency): ratio {wall / ideal:.3f}; "
+          f"against ideal + the first attempt's lone {args.latency:g} s: {wall / (ideal + args.latency):.3f}")
+    print(f"efficiency {ideal / wall * 100:.1f}%; overhead beyond the ideal {wall - ideal:.1f} s "
+          f"= {(wall - ideal) / args.attempts * 1000:.1f} ms per attempt; CPU {cpu:.1f} s "
+          f"({cpu / args.attempts * 1000:.2f} ms/attempt; this process got {cpu / wall * 100:.0f}% of a core)")
+    print(f"CPU-bound floor: the event loop needs {cpu:.1f} s of CPU, so even with a free core the wall time is at "
+          f"least max(ideal, CPU) = {max(ideal, cpu):.1f} s (ratio {max(ideal, cpu) / ideal:.3f})")
+    if busy:
+        print(f"attempts running at once (sampled every 0.5 s while any ran): median {pc.median(busy):.0f}, "
+              f"max {max(busy)}, min {min(busy)} over {len(busy)} samples")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,585 @@
+"""Coverage of the series intervals over the full grid of DESIGN §7, against a known truth.
+
+Both interval kinds a verdict stands on are measured, with the very arithmetic the server runs (the
+vectorised ``*_batch`` functions of `aqven.research.stats`):
+
+* **one rate** (`one_rate_batch`): rates {0.5, 0.7, 0.9, 0.95, 0.97, 0.99, 0.995, 0.999} × cases
+  {10, 30, 100, 300, 1000} × repeats {1, 2, 5, 10, 20} × intra-case correlation ρ {0, 0.1, 0.3, 0.6, 0.9}.
+  With one repeat ρ does not change the data (each case gives one attempt, which passes with
+  probability p whatever the spread between cases), so those cells are run once, with ρ = 0: 840 cells.
+* **paired difference** (`paired_difference_batch`), on a coarser grid: rate of A {0.5, 0.9, 0.97, 0.99,
+  0.999} × cases {10, 30, 100, 300, 1000} × repeats {1, 2, 5, 20} × ρ {0, 0.3, 0.9} × between-variant
+  correlation c {0, 0.5, 0.9} × true difference B − A {0, −min(0.02, (1 − p_A)/2)}. With ρ = 0 every case
+  has the same rate, so c has nothing to link and only c = 0 is run: 1,400 cells.
+
+Simulation (as tests/test_stats_coverage.py): each case draws its own pass rate from a Beta with mean p
+and intra-case correlation ρ (α = p(1−ρ)/ρ, β = (1−p)(1−ρ)/ρ; every case has rate p when ρ = 0), and each
+of its r attempts passes with that rate. In a pair, the two variants' case rates are linked by a Gaussian
+copula with correlation c: z_B = c·z_A + √(1−c²)·ε, q = F⁻¹(Φ(z)). F⁻¹ is tabulated once per (p, ρ) on a
+fine grid of z (20,001 points in [−8.5, 8.5], exact `betaincinv`/`betainccinv` at each point) and
+interpolated; the script checks that the tabulated distribution has mean p (to 1e-5) and the intended ρ.
+Each cell runs ``--sims`` series (2,000) from its own fixed seed (a hash of the cell), so a cell gives
+the same numbers whatever else the grid holds and however many processes run it.
+
+Per cell: coverage (the share of series whose interval holds the truth), the two one-sided misses
+P(truth < low) and P(truth > high), the median and 90th-percentile width, and the width of an **oracle**:
+a Wald interval that knows the true variance of the estimate —
+``p(1−p)(1+(r−1)ρ)/(n·r)`` for one rate, and ``(v_A + v_B − 2·Cov(q_A, q_B))/n`` for the pair, with
+``v = p(1−p)(1+(r−1)ρ)/r`` and ``Cov(q_A, q_B)`` the covariance of the copula-linked case rates (computed
+by quadrature). ``sd_ratio`` (the estimate's standard deviation over the series ÷ the oracle's) checks the
+oracle itself: it should be about 1 everywhere.
+
+Negative controls on the same simulated data: naive Wilson on all attempts (`naive_wilson_batch`; for
+pairs, Newcombe's square-and-add over naive Wilson without the correlation term) and clustered Wald
+(`clustered_wald_batch`; for pairs, d ± z·√V on the per-case residual differences). They must fail
+visibly.
+
+    .venv/bin/python bench/stats_grid.py            # the full grid → docs/figures/ (about 10 min on 2 cores)
+    .venv/bin/python bench/stats_grid.py --quick    # a small grid → bench/out/ (about a minute)
+    options: --sims N (series per cell), --jobs N (processes), --out DIR, --only one_rate|paired, --no-plot
+
+Writes coverage_one_rate.csv, coverage_paired.csv and coverage.png (skipped with a message when matplotlib
+is missing) to the output folder and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import math
+import multiprocessing as mp
+import os
+import sys
+import time
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.special
+import scipy.stats
+
+from aqven.research.stats import (
+    Z95,
+    clustered_wald_batch,
+    naive_wilson_batch,
+    one_rate_batch,
+    paired_difference_batch,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_SEED = 2026
+FLOOR = 0.93  # the floor of tests/test_stats_coverage.py
+TARGET = 0.95
+Z_GRID = np.linspace(-8.5, 8.5, 20_001)
+Z_QUAD = np.linspace(-8.5, 8.5, 2_001)  # the quadrature of Cov(q_A, q_B)
+
+FULL = {
+    "one_rate": {
+        "rates": [0.5, 0.7, 0.9, 0.95, 0.97, 0.99, 0.995, 0.999],
+        "cases": [10, 30, 100, 300, 1000],
+        "repeats": [1, 2, 5, 10, 20],
+        "rhos": [0.0, 0.1, 0.3, 0.6, 0.9],
+    },
+    "paired": {
+        "rates": [0.5, 0.9, 0.97, 0.99, 0.999],
+        "cases": [10, 30, 100, 300, 1000],
+        "repeats": [1, 2, 5, 20],
+        "rhos": [0.0, 0.3, 0.9],
+        "cs": [0.0, 0.5, 0.9],
+    },
+}
+QUICK = {
+    "one_rate": {
+        "rates": [0.5, 0.95, 0.99, 0.999],
+        "cases": [10, 100, 1000],
+        "repeats": [1, 5, 20],
+        "rhos": [0.0, 0.3, 0.9],
+    },
+    "paired": {
+        "rates": [0.5, 0.97, 0.999],
+        "cases": [10, 100],
+        "repeats": [1, 5, 20],
+        "rhos": [0.0, 0.3, 0.9],
+        "cs": [0.0, 0.9],
+    },
+}
+
+
+# ---- cells --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    kind: str  # one_rate | paired
+    p: float  # the rate (one rate) or the rate of A (paired)
+    n: int
+    r: int
+    rho: float
+    c: float = 0.0
+    diff: float = 0.0  # true B − A (paired)
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}|{self.p!r}|{self.n}|{self.r}|{self.rho!r}|{self.c!r}|{self.diff!r}"
+
+    @property
+    def seed(self) -> int:
+        return zlib.crc32(self.key.encode())
+
+    @property
+    def truth(self) -> float:
+        return self.diff if self.kind == "paired" else self.p
+
+    @property
+    def cost(self) -> float:
+        return self.n * (2.5 if self.kind == "paired" else 1.0)
+
+
+def small_difference(pa: float) -> float:
+    """B worse than A by half of A's failure rate, at most 2 points."""
+    return -round(min(0.02, (1 - pa) / 2), 6)
+
+
+def one_rate_cells(g: dict[str, list[Any]]) -> list[Cell]:
+    out = []
+    for p in g["rates"]:
+        for n in g["cases"]:
+            for r in g["repeats"]:
+                for rho in g["rhos"]:
+                    if r == 1 and rho != 0.0:
+                        continue  # one attempt per case: ρ does not change the data
+                    out.append(Cell("one_rate", p, n, r, rho))
+    return out
+
+
+def paired_cells(g: dict[str, list[Any]]) -> list[Cell]:
+    out = []
+    for p in g["rates"]:
+        for diff in (0.0, small_difference(p)):
+            for n in g["cases"]:
+                for r in g["repeats"]:
+                    for rho in g["rhos"]:
+                        for c in g["cs"]:
+                            if rho == 0.0 and c != 0.0:
+                                continue  # no spread between cases: nothing for c to link
+                            out.append(Cell("paired", p, n, r, rho, c, diff))
+    return out
+
+
+# ---- the simulated world --------------------------------------------------------------------------------
+
+
+def beta_params(p: float, rho: float) -> tuple[float, float]:
+    return p * (1 - rho) / rho, (1 - p) * (1 - rho) / rho
+
+
+@functools.lru_cache(maxsize=256)
+def quantile_table(p: float, rho: float) -> np.ndarray:
+    """F⁻¹(Φ(z)) on Z_GRID for the Beta(mean p, ICC ρ) of case rates (exact at each grid point)."""
+    a, b = beta_params(p, rho)
+    lower = scipy.special.betaincinv(a, b, scipy.special.ndtr(Z_GRID))
+    upper = scipy.special.betainccinv(a, b, scipy.special.ndtr(-Z_GRID))  # precise near u = 1
+    table: np.ndarray = np.where(Z_GRID < 0, lower, upper)
+    return table
+
+
+def case_rates_from_z(z: np.ndarray, p: float, rho: float, table: np.ndarray | None) -> np.ndarray:
+    if rho == 0.0:
+        return np.full(z.shape, p)
+    assert table is not None
+    out: np.ndarray = np.interp(z, Z_GRID, table)
+    return out
+
+
+def quad_weights(z: np.ndarray) -> np.ndarray:
+    w = scipy.stats.norm.pdf(z) * (z[1] - z[0])
+    w[[0, -1]] /= 2
+    out: np.ndarray = w / w.sum()
+    return out
+
+
+def table_moments(p: float, rho: float) -> tuple[float, float]:
+    """Mean and ICC (Var(q)/(p(1−p))) of the tabulated case-rate distribution."""
+    w = quad_weights(Z_GRID)
+    q = quantile_table(p, rho)
+    mean = float((w * q).sum())
+    return mean, float((w * (q - mean) ** 2).sum()) / (p * (1 - p))
+
+
+def case_covariance(pa: float, pb: float, rho: float, c: float) -> float:
+    """Cov(q_A, q_B) of case rates linked by a Gaussian copula with correlation c (quadrature)."""
+    if rho == 0.0 or c == 0.0:
+        return 0.0
+    ta, tb = quantile_table(pa, rho), quantile_table(pb, rho)
+    w = quad_weights(Z_QUAD)
+    qa = np.interp(Z_QUAD, Z_GRID, ta)
+    mean_a, mean_b = float((w * qa).sum()), float((w * np.interp(Z_QUAD, Z_GRID, tb)).sum())
+    zb = c * Z_QUAD[:, None] + math.sqrt(1 - c * c) * Z_QUAD[None, :]
+    inner = (np.interp(zb, Z_GRID, tb) * w[None, :]).sum(axis=1)  # E[q_B | z_A]
+    return float((w * qa * inner).sum()) - mean_a * mean_b
+
+
+def oracle_sd(cell: Cell, cov: float = 0.0) -> float:
+    def v(p: float) -> float:
+        return p * (1 - p) * (1 + (cell.r - 1) * cell.rho) / cell.r
+
+    if cell.kind == "one_rate":
+        return math.sqrt(v(cell.p) / cell.n)
+    pa, pb = cell.p, cell.p + cell.diff
+    return math.sqrt(max(v(pa) + v(pb) - 2 * cov, 0.0) / cell.n)
+
+
+# ---- one cell -----------------------------------------------------------------------------------------
+
+
+def _cover(low: np.ndarray, high: np.ndarray, truth: float) -> tuple[float, float, float]:
+    """(coverage, P(truth < low), P(truth > high)); a row without an interval counts as a miss."""
+    below = float(np.mean(truth < low))  # the interval lies above the truth
+    above = float(np.mean(truth > high))  # ... below the truth
+    cov = float(np.mean((low <= truth) & (truth <= high)))
+    return cov, below, above
+
+
+def _paired_controls(
+    ya: np.ndarray, yb: np.ndarray, r: np.ndarray
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    pa, la, ua = naive_wilson_batch(ya, r)
+    pb, lb, ub = naive_wilson_batch(yb, r)
+    d = pb - pa
+    naive = (d - np.hypot(pb - lb, ua - pa), d + np.hypot(ub - pb, pa - la))
+    n = r.shape[1]
+    big_n = r.sum(axis=1)
+    resid = (yb - r * pb[:, None]) - (ya - r * pa[:, None])
+    v = (n / (n - 1) if n > 1 else 0.0) * (resid**2).sum(axis=1) / big_n**2
+    half = Z95 * np.sqrt(v)
+    return naive, (np.clip(d - half, -1, 1), np.clip(d + half, -1, 1))
+
+
+def run_cell(job: tuple[Cell, int, float]) -> dict[str, Any]:
+    cell, sims, cov_q = job
+    started = time.perf_counter()
+    rng = np.random.default_rng([BASE_SEED, cell.seed])
+    reps = np.full((sims, cell.n), float(cell.r))
+    truth = cell.truth
+    if cell.kind == "one_rate":
+        if cell.rho == 0.0:
+            q: np.ndarray = np.full((sims, cell.n), cell.p)
+        else:
+            a, b = beta_params(cell.p, cell.rho)
+            q = rng.beta(a, b, size=(sims, cell.n))
+        y = rng.binomial(cell.r, q).astype(np.float64)
+        est, low, high = one_rate_batch(y, reps)
+        controls = {
+            "naive_wilson": naive_wilson_batch(y, reps)[1:],
+            "clustered_wald": clustered_wald_batch(y, reps)[1:],
+        }
+        all_pass = float(np.mean(y.sum(axis=1) == cell.n * cell.r))
+    else:
+        pa, pb = cell.p, cell.p + cell.diff
+        za = rng.standard_normal((sims, cell.n))
+        zb = cell.c * za + math.sqrt(1 - cell.c**2) * rng.standard_normal((sims, cell.n))
+        ta = quantile_table(pa, cell.rho) if cell.rho else None
+        tb = quantile_table(pb, cell.rho) if cell.rho else None
+        qa = case_rates_from_z(za, pa, cell.rho, ta)
+        qb = case_rates_from_z(zb, pb, cell.rho, tb)
+        ya = rng.binomial(cell.r, qa).astype(np.float64)
+        yb = rng.binomial(cell.r, qb).astype(np.float64)
+        est, low, high = paired_difference_batch(ya, reps, yb, reps)
+        naive, cwald = _paired_controls(ya, yb, reps)
+        controls = {"naive_wilson": naive, "clustered_wald": cwald}
+        all_pass = float(np.mean((ya.sum(axis=1) == cell.n * cell.r) & (yb.sum(axis=1) == cell.n * cell.r)))
+    coverage, below, above = _cover(low, high, truth)
+    width = high - low
+    o_sd = oracle_sd(cell, cov_q)
+    o_width = 2 * Z95 * o_sd
+    med, p90 = (float(x) for x in np.nanquantile(width, [0.5, 0.9]))
+    row: dict[str, Any] = {
+        **{k: v for k, v in asdict(cell).items() if cell.kind == "paired" or k not in ("c", "diff")},
+        "truth": truth,
+        "sims": sims,
+        "seed": f"{BASE_SEED}:{cell.seed}",
+        "coverage": coverage,
+        "p_true_below_low": below,
+        "p_true_above_high": above,
+        "worst_one_sided": max(below, above),
+        "width_median": med,
+        "width_p90": p90,
+        "oracle_width": o_width,
+        "ratio_median": med / o_width if o_width > 0 else math.nan,
+        "ratio_p90": p90 / o_width if o_width > 0 else math.nan,
+        "sd_ratio": float(np.std(est)) / o_sd if o_sd > 0 else math.nan,
+        "all_pass_share": all_pass,
+    }
+    if cell.kind == "paired":
+        row["case_cov"] = cov_q
+    for name, (lo, hi) in controls.items():
+        cv, b, a = _cover(lo, hi, truth)
+        row[f"{name}_coverage"] = cv
+        row[f"{name}_worst_one_sided"] = max(a, b)
+    row["seconds"] = time.perf_counter() - started
+    return row
+
+
+# ---- the grid -----------------------------------------------------------------------------------------
+
+
+def check_tables(cells: Sequence[Cell]) -> float:
+    """The tabulated copula marginals have the intended mean and ICC; returns the largest mean error."""
+    worst = 0.0
+    pairs = {(p, c.rho) for c in cells if c.kind == "paired" and c.rho for p in (c.p, c.p + c.diff)}
+    for p, rho in sorted(pairs):
+        mean, icc = table_moments(p, rho)
+        worst = max(worst, abs(mean - p))
+        if abs(mean - p) > 1e-5 or abs(icc - rho) > 0.01 * rho:
+            raise SystemExit(f"case-rate table off for p={p}, ρ={rho}: mean {mean:.7f}, ICC {icc:.4f}")
+    return worst
+
+
+def run_grid(cells: Sequence[Cell], sims: int, jobs: int) -> list[dict[str, Any]]:
+    covs: dict[tuple[float, float, float, float], float] = {}
+    for c in cells:
+        if c.kind == "paired":
+            k = (c.p, c.p + c.diff, c.rho, c.c)
+            if k not in covs:
+                covs[k] = case_covariance(*k)
+    work = [(c, sims, covs.get((c.p, c.p + c.diff, c.rho, c.c), 0.0)) for c in cells]
+    order = sorted(range(len(work)), key=lambda i: -work[i][0].cost)  # big cells first: even load
+    rows: list[dict[str, Any] | None] = [None] * len(work)
+    done = 0
+    started = time.perf_counter()
+    step = max(1, len(work) // 20)
+    if jobs > 1:
+        with mp.get_context("fork").Pool(jobs) as pool:
+            results: Iterable[tuple[int, dict[str, Any]]] = pool.imap_unordered(_indexed, [(i, work[i]) for i in order])
+            for i, row in results:
+                rows[i] = row
+                done += 1
+                if done % step == 0:
+                    print(f"  {done}/{len(work)} cells, {time.perf_counter() - started:.0f} s", flush=True)
+    else:
+        for i in order:
+            rows[i] = run_cell(work[i])
+            done += 1
+            if done % step == 0:
+                print(f"  {done}/{len(work)} cells, {time.perf_counter() - started:.0f} s", flush=True)
+    return [r for r in rows if r is not None]
+
+
+def _indexed(item: tuple[int, tuple[Cell, int, float]]) -> tuple[int, dict[str, Any]]:
+    return item[0], run_cell(item[1])
+
+
+# ---- reporting ----------------------------------------------------------------------------------------
+
+
+def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[k for k in rows[0] if k != "seconds"], extrasaction="ignore")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    def value(k: str, v: str) -> Any:
+        if k in ("kind", "seed"):
+            return v
+        if k in ("n", "r", "sims"):
+            return int(v)
+        return float(v)
+
+    with path.open(newline="") as f:
+        return [{k: value(k, v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def describe(row: dict[str, Any]) -> str:
+    text = f"p={row['p']} n={row['n']} r={row['r']} ρ={row['rho']}"
+    if row["kind"] == "paired":
+        text += f" c={row['c']} d={row['diff']}"
+    return text
+
+
+def expected_fails(row: dict[str, Any]) -> float:
+    """Expected failing attempts of the series (of the better variant, for a pair): how much the data can say."""
+    best = max(row["p"], row["p"] + row.get("diff", 0.0))
+    return float(row["n"] * row["r"] * (1 - best))
+
+
+def summarise(kind: str, rows: Sequence[dict[str, Any]]) -> list[str]:
+    cov = np.array([r["coverage"] for r in rows])
+    worst = max(rows, key=lambda r: r["worst_one_sided"])
+    lowest = min(rows, key=lambda r: r["coverage"])
+    rm = np.array([r["ratio_median"] for r in rows])
+    r90 = np.array([r["ratio_p90"] for r in rows])
+    sd = np.array([r["sd_ratio"] for r in rows])
+    below_low = np.array([r["p_true_below_low"] for r in rows])
+    above_high = np.array([r["p_true_above_high"] for r in rows])
+    lines = [
+        f"{kind}: {len(rows)} cells × {rows[0]['sims']} series",
+        f"  ours            coverage min {cov.min():.4f} ({describe(lowest)}), mean {cov.mean():.4f}; "
+        f"cells < {FLOOR}: {int((cov < FLOOR).sum())} ({(cov < FLOOR).mean():.1%}), "
+        f"< 0.94: {int((cov < 0.94).sum())} ({(cov < 0.94).mean():.1%})",
+        f"                  worst one-sided miss {worst['worst_one_sided']:.4f} ({describe(worst)}; "
+        f"P(true<low) {worst['p_true_below_low']:.4f}, P(true>high) {worst['p_true_above_high']:.4f}); "
+        f"mean P(true<low) {below_low.mean():.4f}, mean P(true>high) {above_high.mean():.4f}",
+        f"                  width ÷ oracle: median width {np.median(rm):.3f} (cells' median; range "
+        f"{rm.min():.3f}–{rm.max():.3f}), 90th-pct width {np.median(r90):.3f} (range {r90.min():.3f}–"
+        f"{r90.max():.3f}); oracle check sd(est)/oracle sd {np.median(sd):.3f} ({sd.min():.3f}–{sd.max():.3f})",
+    ]
+    rich = np.array([expected_fails(r) >= 10 for r in rows])
+    if rich.any():
+        lines.append(
+            f"                  width ÷ oracle where ≥ 10 failures are expected ({int(rich.sum())} cells): median "
+            f"{np.median(rm[rich]):.3f} (max {rm[rich].max():.3f}), 90th-pct {np.median(r90[rich]):.3f} (max "
+            f"{r90[rich].max():.3f}); where < 10 ({int((~rich).sum())} cells): median "
+            + (f"{np.median(rm[~rich]):.3f} (max {rm[~rich].max():.3f})" if (~rich).any() else "-")
+        )
+    for name in ("naive_wilson", "clustered_wald"):
+        c = np.array([r[f"{name}_coverage"] for r in rows])
+        w = np.array([r[f"{name}_worst_one_sided"] for r in rows])
+        lines.append(
+            f"  {name:15} coverage min {c.min():.4f}, mean {c.mean():.4f}; cells < {FLOOR}: "
+            f"{int((c < FLOOR).sum())} ({(c < FLOOR).mean():.1%}); worst one-sided miss {w.max():.4f}"
+        )
+    return lines
+
+
+def breakdown(rows: Sequence[dict[str, Any]], axis: str) -> list[str]:
+    """Coverage of ours and the controls along one axis of the grid."""
+    values = sorted({r[axis] for r in rows})
+    lines = [
+        f"  by {axis:5} | cells | ours min  mean  <{FLOOR} | naive Wilson min  mean | clustered Wald min  mean "
+        f"| width÷oracle (median)"
+    ]
+    for v in values:
+        sub = [r for r in rows if r[axis] == v]
+        o = np.array([r["coverage"] for r in sub])
+        nw = np.array([r["naive_wilson_coverage"] for r in sub])
+        cw = np.array([r["clustered_wald_coverage"] for r in sub])
+        rm = np.median([r["ratio_median"] for r in sub])
+        lines.append(
+            f"  {v!s:>8} | {len(sub):5} | {o.min():.3f} {o.mean():.3f} {int((o < FLOOR).sum()):4} | "
+            f"{nw.min():16.3f} {nw.mean():.3f} | {cw.min():18.3f} {cw.mean():.3f} | {rm:.3f}"
+        )
+    return lines
+
+
+def plot(results: dict[str, list[dict[str, Any]]], path: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "plot skipped: matplotlib is not installed (pip install matplotlib)"
+    kinds = [k for k in ("one_rate", "paired") if results.get(k)]
+    fig, axes = plt.subplots(3, len(kinds), figsize=(6.5 * len(kinds), 13), squeeze=False)
+    styles = {
+        "coverage": ("ours", "tab:blue"),
+        "naive_wilson_coverage": ("naive Wilson", "tab:red"),
+        "clustered_wald_coverage": ("clustered Wald", "tab:orange"),
+    }
+    titles = {"one_rate": "one rate", "paired": "paired difference"}
+    for j, kind in enumerate(kinds):
+        rows = results[kind]
+        ax = axes[0][j]
+        for col, (label, colour) in styles.items():
+            ys = np.sort([r[col] for r in rows])
+            ax.plot(np.arange(1, len(ys) + 1), ys, color=colour, label=label, lw=1.6)
+        ax.axhline(TARGET, color="black", lw=1, label="0.95")
+        ax.axhline(FLOOR, color="grey", lw=1, ls="--", label=f"{FLOOR} (test floor)")
+        ax.set_ylim(0, 1.005)
+        ax.set_xlabel("cells, each method sorted by its coverage")
+        ax.set_ylabel("coverage")
+        ax.set_title(f"{titles[kind]}: {len(rows)} cells × {rows[0]['sims']} series")
+        ax.legend(loc="lower right", fontsize=8)
+        ax = axes[1][j]
+        rates = sorted({r["p"] for r in rows})
+        pos = {p: i for i, p in enumerate(rates)}
+        rng = np.random.default_rng(0)
+        for k, (col, (label, colour)) in enumerate(styles.items()):
+            xs = np.array([pos[r["p"]] for r in rows]) + (k - 1) * 0.25 + rng.uniform(-0.08, 0.08, len(rows))
+            ax.scatter(xs, [r[col] for r in rows], s=4, color=colour, alpha=0.5, label=label)
+        ax.axhline(TARGET, color="black", lw=1)
+        ax.axhline(FLOOR, color="grey", lw=1, ls="--")
+        ax.set_xticks(range(len(rates)), [str(p) for p in rates])
+        ax.set_xlabel("true rate" if kind == "one_rate" else "true rate of A")
+        ax.set_ylabel("coverage")
+        ax.set_ylim(0, 1.005)
+        ax.legend(loc="lower left", fontsize=8, markerscale=3)
+        ax = axes[2][j]
+        for k, (col, label, colour) in enumerate(
+            (("ratio_median", "median width", "tab:blue"), ("ratio_p90", "90th-percentile width", "tab:purple"))
+        ):
+            xs = np.array([pos[r["p"]] for r in rows]) + (k - 0.5) * 0.3 + rng.uniform(-0.08, 0.08, len(rows))
+            ax.scatter(xs, [r[col] for r in rows], s=4, color=colour, alpha=0.5, label=label)
+        ax.axhline(1.0, color="black", lw=1)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(rates)), [str(p) for p in rates])
+        ax.set_xlabel("true rate" if kind == "one_rate" else "true rate of A")
+        ax.set_ylabel("our width ÷ oracle width")
+        ax.legend(loc="upper left", fontsize=8, markerscale=3)
+    fig.suptitle("Coverage of the 95% intervals (DESIGN §7) against a known truth")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return f"plot: {path}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a small grid (about a minute)")
+    parser.add_argument("--sims", type=int, default=2000, help="simulated series per cell (default 2000)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (docs/figures, or bench/out with --quick)")
+    parser.add_argument("--only", choices=["one_rate", "paired"], default=None)
+    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument("--from-csv", action="store_true", help="no simulation: summarise and plot the CSVs in --out")
+    args = parser.parse_args()
+    grid = QUICK if args.quick else FULL
+    out = args.out or (ROOT / ("bench/out" if args.quick else "docs/figures"))
+    kinds = [args.only] if args.only else ["one_rate", "paired"]
+    started = time.perf_counter()
+    results: dict[str, list[dict[str, Any]]] = {}
+    for kind in kinds if args.from_csv else ():
+        results[kind] = read_csv(out / f"coverage_{kind}.csv")
+    for kind in () if args.from_csv else kinds:
+        cells = one_rate_cells(grid[kind]) if kind == "one_rate" else paired_cells(grid[kind])
+        t0 = time.perf_counter()
+        if kind == "paired":
+            err = check_tables(cells)
+            print(f"copula tables: mean of every tabulated case-rate distribution within {err:.1e} of p")
+        print(f"{kind}: {len(cells)} cells × {args.sims} series on {args.jobs} process(es)", flush=True)
+        rows = run_grid(cells, args.sims, args.jobs)
+        write_csv(rows, out / f"coverage_{kind}.csv")
+        results[kind] = rows
+        print(f"{kind}: {time.perf_counter() - t0:.0f} s → {out / f'coverage_{kind}.csv'}", flush=True)
+    if not args.no_plot:
+        print(plot(results, out / "coverage.png"))
+    print("\n==== summary ====")
+    failed = False
+    for kind, rows in results.items():
+        print("\n".join(summarise(kind, rows)))
+        for axis in ("p", "n", "r", "rho") + (("c", "diff") if kind == "paired" else ()):
+            print("\n".join(breakdown(rows, axis)))
+        lows = sorted((r for r in rows if r["coverage"] < FLOOR), key=lambda r: r["coverage"])
+        for r in lows:
+            print(f"  BELOW {FLOOR}: {describe(r)} coverage {r['coverage']:.4f} "
+                  f"(P(true<low) {r['p_true_below_low']:.4f}, P(true>high) {r['p_true_above_high']:.4f})")
+        failed = failed or bool(lows)
+        for name in ("naive_wilson", "clustered_wald"):
+            if np.mean([r[f"{name}_coverage"] < FLOOR for r in rows]) < 0.25:
+                print(f"  WARNING: the negative control {name} does not fail visibly on {kind}")
+                failed = True
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,351 @@
+"""The typed outputs of the MCP tools: the same shapes as the REST API, as JSON schemas an MCP client sees.
+
+Every model allows extra keys, so a field the REST API adds later passes through instead of breaking a client
+that validates results against the published output schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from aqven.project.diagnostics import Diagnostic
+from aqven.store.records import RunRecord, TraceEvent
+
+SeriesStatus = Literal["running", "awaiting_approval", "waiting_human", "done", "cancelled", "failed"]
+
+
+class Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+# ---- the project ----------------------------------------------------------------------------------------------
+
+
+class CheckOut(Open):
+    """`aqven check`: the project's diagnostics (GET /api/check)."""
+
+    ok: bool
+    errors: int
+    warnings: int
+    diagnostics: list[Diagnostic]
+
+
+class FlowItem(Open):
+    id: str
+    description: str | None = None
+    nodes: list[str] = Field(description="top-level node ids, in order: the values start_node and end_node take")
+
+
+class FlowsOut(Open):
+    flows: list[FlowItem]
+
+
+class FlowOut(Open):
+    """One flow compiled (GET /api/flows/{flow_id}): its types and nodes, children of groups included."""
+
+    id: str
+    description: str | None = None
+    file: str | None = None
+    input_schema: Any = None
+    output_schema: Any = None
+    result: Any = None
+    nodes: list[dict[str, Any]] = Field(default_factory=list)
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+
+
+class DatasetItem(Open):
+    id: str
+    description: str | None = None
+    cases: int = Field(description="all cases of the dataset")
+    dev: int = Field(description="working cases: explore on them")
+    holdout: int = Field(description="held-out cases: only counted, never listed")
+
+
+class DatasetsOut(Open):
+    datasets: list[DatasetItem]
+
+
+class CaseOut(Open):
+    name: str
+    input: Any = None
+    context: dict[str, Any] = Field(default_factory=dict)
+    node_outputs: dict[str, Any] = Field(default_factory=dict)
+    expected_output: Any = None
+    tags: list[str] = Field(default_factory=list)
+
+
+class DatasetOut(Open):
+    """A dataset's working (dev) cases one by one; held-out cases are only counted (GET /api/datasets/{id})."""
+
+    id: str
+    description: str | None = None
+    cases: list[CaseOut]
+    dev: int
+    holdout: int
+    hidden_cases: int
+
+
+class VariantItem(Open):
+    id: str
+    nodes: dict[str, str] = Field(default_factory=dict)
+    value: str = ""
+
+
+class SeriesItem(Open):
+    series_id: str
+    kind: Literal["experiment", "look"]
+    experiment_id: str | None = None
+    on: str
+    status: SeriesStatus
+    created_at: str
+    ended_at: str | None = None
+    simulated: bool = False
+    verdict: str | None = None
+    text: str | None = None
+    finding: str | None = None
+    active: bool = False
+
+
+class ExperimentOut(Open):
+    """An experiment as GET /api/experiments/{id} gives it (the list leaves out `series`)."""
+
+    id: str
+    failure_mode: str
+    description: str
+    subject: dict[str, Any]
+    varies: dict[str, Any] | None = None
+    caption: str
+    variants: list[VariantItem]
+    dataset: dict[str, Any]
+    checks: list[dict[str, Any]] = Field(default_factory=list)
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    question: dict[str, Any]
+    repeats: int
+    file: str | None = None
+    local_flows: list[str] = Field(default_factory=list)
+    series: list[SeriesItem] | None = None
+
+
+class ExperimentsOut(Open):
+    experiments: list[ExperimentOut]
+
+
+class FindingItem(Open):
+    file: str
+    intact: bool
+    experiment_id: str | None = None
+    series_id: str | None = None
+    verdict: str | None = None
+    text: str | None = None
+
+
+class FindingsOut(Open):
+    findings: list[FindingItem]
+
+
+class FindingsMdOut(Open):
+    path: str = "FINDINGS.md"
+    exists: bool
+    text: str
+
+
+class SeriesListOut(Open):
+    series: list[SeriesItem]
+
+
+# ---- series ---------------------------------------------------------------------------------------------------
+
+
+class Progress(Open):
+    attempts: int
+    done: int
+    running: int
+    queued: int
+    counted: int
+    model_failures: int
+    infra_errors: int
+    reruns: int = 0
+
+
+class Spend(Open):
+    usd: str = Field(description="dollars spent so far; a lower bound when lower_bound is true")
+    cap_usd: str
+    project_cap_usd: str
+    project_cap_source: str
+    unpriced_attempts: int = Field(description="attempts that ran on a model without a known price")
+    lower_bound: bool = Field(description="true when unpriced_attempts > 0: say that usd is a lower bound")
+
+
+class Eta(Open):
+    """When an active series should finish; null once it ended."""
+
+    state: Literal["estimating", "running", "paused"]
+    attempts_per_minute: float | None = None
+    remaining_seconds: float | None = None
+    finish_at: str | None = None
+
+
+class Recommended(Open):
+    cases: int
+    repeats: int
+    reason: str
+    text: str
+
+
+class LaunchPlan(Open):
+    """What a series runs and under which cap; it has no price."""
+
+    on: str
+    cases: int
+    repeats: int
+    variants: int
+    attempts: int
+    available: int | None = None
+    half_width: float | None = None
+    margin: float | None = None
+    recommended: Recommended | None = None
+    below_recommended: bool | None = None
+    needs_approval: bool
+    project_cap_usd: str
+    project_cap_source: str
+    cap_usd: str
+
+
+class SeriesSummary(Open):
+    series_id: str
+    kind: Literal["experiment", "look"]
+    experiment_id: str | None = None
+    on: str
+    status: SeriesStatus
+    simulated: bool
+    created_at: str
+    progress: Progress
+    spend: Spend
+    pause: dict[str, Any] | None = None
+    eta: Eta | None = None
+
+
+class SeriesStartOut(Open):
+    series: SeriesSummary
+    launch_plan: LaunchPlan
+    created: bool = Field(description="false when client_op_id had already started this series")
+
+
+class MatrixRow(Open):
+    variant: str
+    attempts: int
+    done: int
+    counted: int
+    passes: float
+    model_failures: int
+    infra_errors: int
+    spend_usd: str
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+class Verdict(Open):
+    """Quote `text` as it is once the series is done; while it runs the verdict is provisional."""
+
+    verdict: Literal["confirmed", "refuted", "inconclusive", "signal", "invalid"]
+    text: str
+    reason: str | None = None
+    below_mde: bool = False
+    provisional: bool = False
+
+
+class AttemptOut(Open):
+    repeat: int
+    status: str
+    outcome: str | None = None
+    error: str | None = None
+    message: str | None = None
+    run_id: str | None = None
+
+
+class CaseVariant(Open):
+    passes: float
+    counted: int
+    fails: int
+    failed_checks: list[str]
+    attempts: list[AttemptOut]
+
+
+class CaseRow(Open):
+    case: str
+    failing: bool
+    variants: dict[str, CaseVariant]
+
+
+class SeriesOut(Open):
+    """series_get: progress, spend against the cap, eta, the per-variant matrix, the verdict and, with
+    include_cases, the working (dev) cases: failing first, at most 50; the rest counted in hidden_cases."""
+
+    series_id: str
+    kind: Literal["experiment", "look"]
+    experiment_id: str | None = None
+    on: str
+    status: SeriesStatus
+    simulated: bool
+    created_at: str
+    ended_at: str | None = None
+    progress: Progress
+    spend: Spend
+    pause: dict[str, Any] | None = None
+    eta: Eta | None = None
+    matrix: list[MatrixRow]
+    verdict: Verdict | None = None
+    error: dict[str, Any] | None = None
+    finding: str | None = None
+    plan: dict[str, Any]
+    launch_plan: LaunchPlan | dict[str, Any]
+    as_of: float
+    cases: list[CaseRow] | None = None
+    hidden_cases: int | None = None
+
+
+# ---- runs -----------------------------------------------------------------------------------------------------
+
+
+class RunEventsOut(Open):
+    run_id: str
+    events: list[TraceEvent]
+    first_failed_node: str | None = Field(
+        None, description="the first node with a node_error event (null when no node failed)"
+    )
+    next_after: int | None = Field(None, description="pass as `after` to read on; null when nothing more")
+
+
+class NodeOut(Open):
+    """One node of a run (GET /api/runs/{run_id}/nodes/{node_id}); ids in called flows are call_node/inner."""
+
+    run_id: str
+    node_id: str
+    status: str
+    inputs: Any = None
+    output: Any = None
+    error: dict[str, Any] | None = None
+    model_calls: list[dict[str, Any]] = Field(default_factory=list)
+    events: list[TraceEvent]
+
+
+__all__ = [
+    "CheckOut",
+    "DatasetOut",
+    "DatasetsOut",
+    "ExperimentOut",
+    "ExperimentsOut",
+    "FindingsMdOut",
+    "FindingsOut",
+    "FlowOut",
+    "FlowsOut",
+    "NodeOut",
+    "RunEventsOut",
+    "RunRecord",
+    "SeriesListOut",
+    "SeriesOut",
+    "SeriesStartOut",
+]

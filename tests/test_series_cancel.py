@@ -1,0 +1,121 @@
+"""series_cancel: queued attempts never start, running ones finish and are paid, verdict invalid, no finding."""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from test_series_kit import (
+    attempts,
+    case_names,
+    client_for,
+    get,
+    runs_of,
+    settle,
+    start,
+    tiny_environment,
+    wait_until,
+    write_tiny,
+)
+
+
+@pytest.fixture
+def tiny_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    return tiny_environment(monkeypatch, tmp_path)
+
+
+def test_cancel_lets_running_attempts_finish_and_starts_nothing_more(
+    tiny_env: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    monkeypatch.setenv("TINY_HOLD", str(hold))
+    root = write_tiny(tmp_path / "tiny", case_names(2, 12), concurrency=3)
+    with client_for(root) as client:
+        # On held-out cases, so that a finished series would write a finding.
+        sid = start(client, experiment_id="rate", on="holdout", simulate=True)["series"]["series_id"]
+        first = wait_until(lambda: [a for a in attempts(root, sid) if a["status"] == "running"])[0]
+        (hold / first["case_name"]).touch()
+        wait_until(lambda: sum(a["status"] == "running" for a in attempts(root, sid)) == 3)
+        running = {a["idx"] for a in attempts(root, sid) if a["status"] == "running"}
+        assert len(running) == 3 and 0 not in running
+
+        r = client.post(f"/api/series/{sid}/cancel", json={"reason": "enough"})
+        assert r.status_code == 200, r.text
+        assert r.json()["status"] == "cancelled"
+        # The running attempts are still running (their model calls wait at the hold), nothing new started.
+        time.sleep(0.3)
+        now = attempts(root, sid)
+        assert {a["idx"] for a in now if a["status"] == "running"} == running
+        assert sum(a["status"] == "done" for a in now) == 1
+
+        # Cancelling again already conflicts, even before the running attempts finished.
+        again = client.post(f"/api/series/{sid}/cancel")
+        assert again.status_code == 409
+        assert again.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
+
+        (hold / "open").touch()
+        snap = wait_until(lambda: (s := get(client, sid, wait=1))["ended_at"] is not None and s)
+        assert snap["status"] == "cancelled"
+        assert snap["verdict"]["verdict"] == "invalid" and snap["verdict"]["reason"] == "cancelled"
+        assert snap["finding"] is None and snap["eta"] is None
+
+        final = attempts(root, sid)
+        done = [a for a in final if a["status"] == "done"]
+        assert {a["idx"] for a in done} == running | {0}  # the running ones finished ...
+        assert all(a["outcome"] == "pass" for a in done)
+        queued = [a for a in final if a["status"] == "queued"]
+        assert len(queued) == 12 - 4 and all(a["run_id"] is None for a in queued)  # ... the queued never started
+        runs = runs_of(root, sid)
+        assert sorted(r["id"] for r in runs) == sorted(a["run_id"] for a in done)
+        assert all(r["status"] == "done" and Decimal(r["cost_usd"]) == Decimal("0.01") for r in runs)  # and paid
+        assert Decimal(snap["spend"]["usd"]) == Decimal("0.04")
+        assert snap["progress"]["done"] == 4 and snap["progress"]["queued"] == 8
+
+        again = client.post(f"/api/series/{sid}/cancel")
+        assert again.status_code == 409 and again.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
+    assert not (root / "experiments" / "rate" / "findings").exists()
+    assert not (root / "FINDINGS.md").exists()
+
+
+def test_approve_on_a_running_series_conflicts(
+    tiny_env: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    monkeypatch.setenv("TINY_HOLD", str(hold))
+    root = write_tiny(tmp_path / "tiny", case_names(4, 2))
+    with client_for(root) as client:
+        sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
+        for action, body in (("approve", None), ("approve", {"cap_usd": "9.00"}), ("stop", None)):
+            r = client.post(f"/api/series/{sid}/{action}", json=body)
+            assert r.status_code == 409, (action, r.text)
+            assert r.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
+        assert get(client, sid)["spend"]["cap_usd"] == "1.00"
+        (hold / "open").touch()
+        assert settle(client, sid)["status"] == "done"
+        r = client.post(f"/api/series/{sid}/cancel")
+        assert r.status_code == 409 and r.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
+        r = client.post("/api/series/ser_nope/cancel")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "SERIES_NOT_FOUND"
+
+
+def test_cancel_a_series_awaiting_approval_ends_it_at_once(tiny_env: Path, tmp_path: Path) -> None:
+    root = write_tiny(tmp_path / "tiny", case_names(3, 3))
+    with client_for(root) as client:
+        sid = start(client, experiment_id="rate", simulate=True, cap_usd="3.00")["series"]["series_id"]
+        r = client.post(f"/api/series/{sid}/cancel")
+        assert r.status_code == 200, r.text
+        snap = r.json()
+        assert snap["status"] == "cancelled" and snap["verdict"]["reason"] == "cancelled"
+        assert snap["pause"] is None and snap["eta"] is None
+        assert runs_of(root, sid) == []
+        r = client.post(f"/api/series/{sid}/approve")
+        assert r.status_code == 409 and r.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
