@@ -23,9 +23,10 @@ simulators). Exit status 1 if a false-confirmation rate's point estimate exceeds
 other than done).
 
     .venv/bin/python bench/e2e_verdicts.py [--seeds 50] [--cases 100] [--repeats 2] [--jobs 2] [--quick]
+    .venv/bin/python bench/e2e_verdicts.py --cases 0 --repeats 2 --name e2e_verdicts_238x2   # all 238 cases
 
-Writes every series to bench/out/e2e_verdicts_series.csv and the summary to docs/figures/e2e_verdicts.csv
-(bench/out/ with --quick or --out).
+Writes every series to bench/out/<name>_series.csv and the summary to docs/figures/<name>.csv (bench/out/
+with --quick or --out); <name> is e2e_verdicts unless --name says otherwise.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import csv
 import importlib.util
 import multiprocessing as mp
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -46,13 +48,13 @@ from typing import Any
 
 os.environ["AQVEN_SIM_LATENCY_SCALE"] = "0"
 
-import scipy.stats  # noqa: E402
-import yaml  # noqa: E402
+import scipy.stats
+import yaml
 
-from aqven.project.init import init_project  # noqa: E402
-from aqven.research.experiments import selected_cases  # noqa: E402
-from aqven.research.series_start import SeriesStartBody  # noqa: E402
-from aqven.server.service import ProjectService  # noqa: E402
+from aqven.project.init import init_project
+from aqven.research.experiments import selected_cases
+from aqven.research.series_start import SeriesStartBody
+from aqven.server.service import ProjectService
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "lumen"
@@ -85,7 +87,7 @@ def make_project(parent: Path) -> Path:
     cfg = root / "aqven.yaml"
     text = cfg.read_text()
     if 'spend_cap_usd: "1.00"' not in text:
-        raise SystemExit("the showcase's aqven.yaml no longer has spend_cap_usd: \"1.00\"; update this bench")
+        raise SystemExit('the showcase\'s aqven.yaml no longer has spend_cap_usd: "1.00"; update this bench')
     cfg.write_text(text.replace('spend_cap_usd: "1.00"', 'spend_cap_usd: "100.00"'))
     base_dir = root / "experiments" / BASE
     base = yaml.safe_load((base_dir / "experiment.yaml").read_text())
@@ -162,7 +164,15 @@ def truths(svc: ProjectService, world: ModuleType, cases: int | None) -> dict[st
 
 async def one_series(svc: ProjectService, q: Question, seed: int, cases: int | None, repeats: int) -> dict[str, Any]:
     started = time.perf_counter()
-    body = SeriesStartBody(experiment_id=q.experiment, on="holdout", cases=cases, repeats=repeats, simulate=True, seed=seed)
+    body = SeriesStartBody(
+        experiment_id=q.experiment,
+        on="holdout",
+        cases=cases,
+        repeats=repeats,
+        simulate=True,
+        seed=seed,
+        client_op_id=None,
+    )
     out = await svc.series.start(body)
     sid = out["series"]["series_id"]
     state = await svc.series.get(sid, wait_seconds=50)
@@ -207,8 +217,11 @@ async def run_seeds(root: Path, seeds: list[int], cases: int | None, repeats: in
             rows.extend(got)
             if log:
                 verdicts = " ".join(f"{r['verdict'][:4] if r['verdict'] else r['status']}" for r in got)
-                print(f"  [{os.getpid()}] seed {seed} ({i + 1}/{len(seeds)}): {verdicts}  "
-                      f"{time.perf_counter() - t0:.1f} s", flush=True)
+                print(
+                    f"  [{os.getpid()}] seed {seed} ({i + 1}/{len(seeds)}): {verdicts}  "
+                    f"{time.perf_counter() - t0:.1f} s",
+                    flush=True,
+                )
     finally:
         await svc.shutdown()
     return rows
@@ -222,6 +235,24 @@ def worker(args: tuple[list[int], int | None, int]) -> list[dict[str, Any]]:
 
 
 # ---- reporting ------------------------------------------------------------------------------------
+
+
+def read_series(path: Path) -> list[dict[str, Any]]:
+    """The per-series rows a run wrote, with numbers as numbers."""
+
+    def value(k: str, v: str) -> Any:
+        if v == "":
+            return None
+        if k in ("seed", "attempts", "counted", "infra_errors", "model_failures", "cases") or k.startswith("attempts_"):
+            return int(v)
+        if k in ("estimate", "low", "high", "seconds") or k.startswith("rate_"):
+            return float(v)
+        if k == "below_mde":
+            return v == "True"
+        return v
+
+    with path.open(newline="") as f:
+        return [{k: value(k, v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
 def clopper_pearson(k: int, n: int) -> tuple[float, float]:
@@ -244,13 +275,31 @@ def summarise(rows: list[dict[str, Any]], truth: dict[str, dict[str, Any]]) -> t
         lo, hi = clopper_pearson(k, n)
         obs = {}
         for a in ("gpt", "mistral"):
-            att = sum(r.get(f"attempts_{a}", 0) for r in mine)
+            att = sum(r.get(f"attempts_{a}") or 0 for r in mine)
             if att:
-                obs[a] = sum(r.get(f"rate_{a}", 0) * r.get(f"attempts_{a}", 0) for r in mine) / att
+                obs[a] = sum((r.get(f"rate_{a}") or 0) * (r.get(f"attempts_{a}") or 0) for r in mine) / att
+
+        # Wiring: the deciding estimate is B − A (or the rate) of the per-variant cells the series reports.
+        def expected(r: dict[str, Any], kind: str = q.kind) -> float | None:
+            if kind == "threshold":
+                return r.get("rate_gpt")
+            if r.get("rate_mistral") is None or r.get("rate_gpt") is None:
+                return None
+            return float(r["rate_mistral"]) - float(r["rate_gpt"])
+
+        miswired = sum(
+            1
+            for r in mine
+            if r["estimate"] is not None and (e := expected(r)) is not None and abs(float(r["estimate"]) - e) > 1e-9
+        )
+        estimates = [float(r["estimate"]) for r in mine if r["estimate"] is not None]
         entry = {
             "experiment": q.experiment,
-            "question": (f"noninferior, margin {q.margin}" if q.kind == "noninferior"
-                         else f"threshold at least {q.bound}, margin {q.margin}"),
+            "question": (
+                f"noninferior, margin {q.margin}"
+                if q.kind == "noninferior"
+                else f"threshold at least {q.bound}, margin {q.margin}"
+            ),
             "cases": t["cases"],
             "truth": round(t["truth"], 6),
             "decision_line": t["line"],
@@ -269,11 +318,14 @@ def summarise(rows: list[dict[str, Any]], truth: dict[str, dict[str, Any]]) -> t
             "true_gpt": t["rate_gpt"],
             "observed_mistral": obs.get("mistral"),
             "true_mistral": t["rate_mistral"] if q.kind == "noninferior" else None,
+            "mean_estimate": sum(estimates) / len(estimates) if estimates else None,
+            "miswired": miswired,
             "median_half_width": sorted((r["high"] - r["low"]) / 2 for r in mine if r["low"] is not None)[n // 2]
-            if n else None,
+            if n
+            else None,
         }
         table.append(entry)
-        if (wrong_kind == "confirmed" and k / n > LIMIT) or other:
+        if (wrong_kind == "confirmed" and k / n > LIMIT) or other or miswired:
             bad = True
     return table, bad
 
@@ -287,6 +339,10 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="processes, one project each")
     parser.add_argument("--quick", action="store_true", help="5 seeds of 30 cases (a smoke test)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--name", default="e2e_verdicts", help="file name stem of the CSVs (default e2e_verdicts)")
+    parser.add_argument(
+        "--from-csv", action="store_true", help="run nothing: summarise bench/out/<name>_series.csv again"
+    )
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.cases = 5, 30
@@ -303,59 +359,85 @@ def main() -> int:
     for q in QUESTIONS:
         t = truth[q.experiment]
         what = "mistral − gpt" if q.kind == "noninferior" else "gpt rate"
-        print(f"  {q.experiment:27} {t['cases']} cases: true {what} {t['truth']:+.5f} vs line {t['line']:+.4f} → "
-              f"right answer {'confirmed' if t['claim_true'] else 'refuted'} (gpt {t['rate_gpt']:.5f}, "
-              f"mistral {t['rate_mistral']:.5f})")
+        print(
+            f"  {q.experiment:27} {t['cases']} cases: true {what} {t['truth']:+.5f} vs line {t['line']:+.4f} → "
+            f"right answer {'confirmed' if t['claim_true'] else 'refuted'} (gpt {t['rate_gpt']:.5f}, "
+            f"mistral {t['rate_mistral']:.5f})"
+        )
 
+    series_csv = ROOT / f"bench/out/{args.name}_series.csv"
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     jobs = max(1, min(args.jobs, len(seeds)))
-    chunks = [seeds[i::jobs] for i in range(jobs)]
-    if jobs == 1:
-        rows = worker((chunks[0], cases, args.repeats))
+    if args.from_csv:
+        rows = read_series(series_csv)
     else:
-        with mp.get_context("spawn").Pool(jobs) as pool:
-            rows = [r for part in pool.map(worker, [(c, cases, args.repeats) for c in chunks]) for r in part]
-    rows.sort(key=lambda r: (r["experiment"], r["seed"]))
+        chunks = [seeds[i::jobs] for i in range(jobs)]
+        if jobs == 1:
+            rows = worker((chunks[0], cases, args.repeats))
+        else:
+            with mp.get_context("spawn").Pool(jobs) as pool:
+                rows = [r for part in pool.map(worker, [(c, cases, args.repeats) for c in chunks]) for r in part]
+        rows.sort(key=lambda r: (r["experiment"], r["seed"]))
+        series_csv.parent.mkdir(parents=True, exist_ok=True)
+        keys = list(dict.fromkeys(k for r in rows for k in r))
+        with series_csv.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(rows)
     wall = time.perf_counter() - started
 
     table, bad = summarise(rows, truth)
-    series_csv = ROOT / "bench/out/e2e_verdicts_series.csv"
-    series_csv.parent.mkdir(parents=True, exist_ok=True)
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    with series_csv.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "e2e_verdicts.csv").open("w", newline="") as f:
+    with (out / f"{args.name}.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(table[0]))
         w.writeheader()
         for e in table:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in e.items()})
 
     attempts = sum(r["attempts"] for r in rows)
-    print(f"\n==== summary: {len(rows)} series, {attempts} attempts in {wall:.0f} s "
-          f"({attempts / wall:.0f} attempts/s on {jobs} process(es)) ====")
-    print(f"{'question':27} {'truth':>9} {'line':>7} {'right':>9} | {'conf':>5} {'refu':>5} {'inco':>5} {'othr':>5} | "
-          f"wrong verdict: rate [95% CP]      | half-width | observed vs true rate")
+    cpu = sum(
+        getattr(resource.getrusage(w), k)
+        for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for k in ("ru_utime", "ru_stime")
+    )
+    print(
+        f"\n==== summary: {len(rows)} series, {attempts} attempts in {wall:.0f} s "
+        f"({attempts / wall:.0f} attempts/s on {jobs} process(es); CPU {cpu:.0f} s; load average "
+        f"{os.getloadavg()[0]:.2f}) ===="
+    )
+    print(
+        f"{'question':27} {'truth':>9} {'line':>7} {'right':>9} | {'conf':>5} {'refu':>5} {'inco':>5} {'othr':>5} | "
+        f"wrong verdict: rate [95% CP]      | half-width | observed vs true rate"
+    )
     for e in table:
         obs = f"gpt {e['observed_gpt']:.4f}/{e['true_gpt']:.4f}"
         if e["observed_mistral"] is not None:
             obs += f", mistral {e['observed_mistral']:.4f}/{e['true_mistral']:.4f}"
-        print(f"{e['experiment']:27} {e['truth']:+9.5f} {e['decision_line']:+7.3f} {e['right_answer']:>9} | "
-              f"{e['confirmed']:5.2f} {e['refuted']:5.2f} {e['inconclusive']:5.2f} {e['other']:5.2f} | "
-              f"false {e['wrong'][:4]}. {e['wrong_rate']:.3f} [{e['wrong_cp_low']:.3f}, {e['wrong_cp_high']:.3f}] | "
-              f"{e['median_half_width']:.4f}     | {obs}")
+        print(
+            f"{e['experiment']:27} {e['truth']:+9.5f} {e['decision_line']:+7.3f} {e['right_answer']:>9} | "
+            f"{e['confirmed']:5.2f} {e['refuted']:5.2f} {e['inconclusive']:5.2f} {e['other']:5.2f} | "
+            f"false {e['wrong'][:4]}. {e['wrong_rate']:.3f} [{e['wrong_cp_low']:.3f}, {e['wrong_cp_high']:.3f}] | "
+            f"{e['median_half_width']:.4f}     | {obs}"
+        )
+    for e in table:
+        print(
+            f"{e['experiment']:27} mean estimate {e['mean_estimate']:+.5f} vs truth {e['truth']:+.5f}; "
+            f"series whose estimate is not B − A (or the rate) of their cells: {e['miswired']}"
+        )
     for e in table:
         if e["wrong"] == "confirmed":
             flag = "ABOVE 5% — a bug" if e["wrong_rate"] > LIMIT else "ok"
-            print(f"false confirmation rate of {e['experiment']}: {e['wrong_rate']:.3f} "
-                  f"(95% Clopper–Pearson {e['wrong_cp_low']:.3f}–{e['wrong_cp_high']:.3f}) — {flag}")
+            print(
+                f"false confirmation rate of {e['experiment']}: {e['wrong_rate']:.3f} "
+                f"(95% Clopper–Pearson {e['wrong_cp_low']:.3f}–{e['wrong_cp_high']:.3f}) — {flag}"
+            )
     odd = [r for r in rows if r["status"] != "done" or r["verdict"] not in ("confirmed", "refuted", "inconclusive")]
     for r in odd:
-        print(f"UNEXPECTED: {r['experiment']} seed {r['seed']}: status {r['status']}, verdict {r['verdict']} "
-              f"({r['reason']})")
-    print(f"series: {series_csv}\nsummary: {out / 'e2e_verdicts.csv'}")
+        print(
+            f"UNEXPECTED: {r['experiment']} seed {r['seed']}: status {r['status']}, verdict {r['verdict']} "
+            f"({r['reason']})"
+        )
+    print(f"series: {series_csv}\nsummary: {out / f'{args.name}.csv'}")
     return 1 if bad or odd else 0
 
 

@@ -63,8 +63,7 @@ def main() -> None:
     ideal = args.attempts * args.latency / args.concurrency
     with tempfile.TemporaryDirectory() as tmp:
         cases, repeats = pc.split_attempts(args.attempts)
-        root = pc.write_tiny_project(Path(tmp) / "p", cases=cases, latency_s=args.latency,
-                                     concurrency=args.concurrency)
+        root = pc.write_tiny_project(Path(tmp) / "p", cases=cases, latency_s=args.latency, concurrency=args.concurrency)
         load = os.getloadavg()[0]
         cpu = time.process_time()
         r, running = asyncio.run(run(root, args.attempts))
@@ -73,19 +72,29 @@ def main() -> None:
     assert isinstance(st, dict)
     wall = float(r["wall_s"])  # type: ignore[arg-type]
     busy = [x for x in running if x > 0]
-    print(f"{args.attempts} attempts ({cases} cases × {repeats} repeats), simulator latency {args.latency} s, "
-          f"concurrency {args.concurrency}; status {st['status']}, done {st['progress']['done']} "
-          f"(load avg at start {load:.2f})")
-    print(f"wall {wall:.1f} s; ideal {ideal:.1f} s (attempts × latency / concurrency): ratio {wall / ideal:.3f}; "
-          f"against ideal + the first attempt's lone {args.latency:g} s: {wall / (ideal + args.latency):.3f}")
-    print(f"efficiency {ideal / wall * 100:.1f}%; overhead beyond the ideal {wall - ideal:.1f} s "
-          f"= {(wall - ideal) / args.attempts * 1000:.1f} ms per attempt; CPU {cpu:.1f} s "
-          f"({cpu / args.attempts * 1000:.2f} ms/attempt; this process got {cpu / wall * 100:.0f}% of a core)")
-    print(f"CPU-bound floor: the event loop needs {cpu:.1f} s of CPU, so even with a free core the wall time is at "
-          f"least max(ideal, CPU) = {max(ideal, cpu):.1f} s (ratio {max(ideal, cpu) / ideal:.3f})")
+    print(
+        f"{args.attempts} attempts ({cases} cases × {repeats} repeats), simulator latency {args.latency} s, "
+        f"concurrency {args.concurrency}; status {st['status']}, done {st['progress']['done']} "
+        f"(load avg at start {load:.2f})"
+    )
+    print(
+        f"wall {wall:.1f} s; ideal {ideal:.1f} s (attempts × latency / concurrency): ratio {wall / ideal:.3f}; "
+        f"against ideal + the first attempt's lone {args.latency:g} s: {wall / (ideal + args.latency):.3f}"
+    )
+    print(
+        f"efficiency {ideal / wall * 100:.1f}%; overhead beyond the ideal {wall - ideal:.1f} s "
+        f"= {(wall - ideal) / args.attempts * 1000:.1f} ms per attempt; CPU {cpu:.1f} s "
+        f"({cpu / args.attempts * 1000:.2f} ms/attempt; this process got {cpu / wall * 100:.0f}% of a core)"
+    )
+    print(
+        f"CPU-bound floor: the event loop needs {cpu:.1f} s of CPU, so even with a free core the wall time is at "
+        f"least max(ideal, CPU) = {max(ideal, cpu):.1f} s (ratio {max(ideal, cpu) / ideal:.3f})"
+    )
     if busy:
-        print(f"attempts running at once (sampled every 0.5 s while any ran): median {pc.median(busy):.0f}, "
-              f"max {max(busy)}, min {min(busy)} over {len(busy)} samples")
+        print(
+            f"attempts running at once (sampled every 0.5 s while any ran): median {pc.median(busy):.0f}, "
+            f"max {max(busy)}, min {min(busy)} over {len(busy)} samples"
+        )
 
 
 if __name__ == "__main__":

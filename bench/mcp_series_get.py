@@ -112,11 +112,17 @@ async def main(cases: int, repeats: int, calls: int) -> None:
             await session.initialize()
             tools = (await session.list_tools()).tools
             print(f"{len(tools)} MCP tools (bytes of the JSON schemas the client sees):")
-            print(f"  {'tool':<18} {'input':>7} {'output':>7}")
+            print(
+                f"  {'tool':<18} {'input':>7} {'output':>7} {'described':>10}   (described: name, description, input)"
+            )
+            described_total = 0
             for tool in tools:
                 size_in = len(json.dumps(tool.input_schema))
                 size_out = len(json.dumps(tool.output_schema)) if tool.output_schema else 0
-                print(f"  {tool.name:<18} {size_in:>7} {size_out:>7}")
+                described = len(json.dumps([tool.name, tool.description, tool.input_schema]))
+                described_total += described
+                print(f"  {tool.name:<18} {size_in:>7} {size_out:>7} {described:>10}")
+            print(f"  what a model reads of the tools (names, descriptions, input schemas): {described_total} bytes")
             total = sum(len(json.dumps(t.model_dump(mode="json", exclude_none=True))) for t in tools)
             print(f"  the whole tools/list answer: {total} bytes")
 
@@ -142,16 +148,22 @@ async def main(cases: int, repeats: int, calls: int) -> None:
             wall = time.perf_counter() - t0
             print(f"series {state['status']} after {wall:.1f} s ({attempts / wall:.0f} attempts/s)")
             print(f"  verdict: {state['verdict']['text']}")
-            plain, size_plain = await measure(session, sid, calls, False)
-            cased, size_cased = await measure(session, sid, calls, True)
-            print(f"done, {attempts} attempts:")
-            print(f"  series_get                       {figures(plain)}   answer {size_plain} bytes")
-            print(f"  series_get include_cases=true    {figures(cased)}   answer {size_cased} bytes")
+            # Interleaved, so that the machine's load weighs the same on each of them.
+            plain: list[float] = []
+            cased: list[float] = []
             direct: list[float] = []
+            size_plain = size_cased = 0
             for _ in range(calls):
+                times, size_plain = await measure(session, sid, 1, False)
+                plain += times
+                times, size_cased = await measure(session, sid, 1, True)
+                cased += times
                 t = time.perf_counter()
                 await svc.series.get(sid)
                 direct.append((time.perf_counter() - t) * 1000)
+            print(f"done, {attempts} attempts:")
+            print(f"  series_get                       {figures(plain)}   answer {size_plain} bytes")
+            print(f"  series_get include_cases=true    {figures(cased)}   answer {size_cased} bytes")
             print(f"  ProjectService.series.get direct {figures(direct)}   (the same snapshot without MCP)")
             t = time.perf_counter()
             await call(session, "series_get", {"series_id": sid, "wait_seconds": 50})

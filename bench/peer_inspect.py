@@ -43,7 +43,7 @@ OUT = BENCH / "out"
 VENV = OUT / "inspect-venv"
 CONCURRENCY = 8
 
-INSPECT_CHILD = r'''
+INSPECT_CHILD = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
 from inspect_ai import Task, eval as inspect_eval
@@ -76,7 +76,7 @@ files = [os.path.join(log_dir, f) for f in os.listdir(log_dir)]
 print(json.dumps({"version": inspect_ai.__version__, "status": log.status, "samples": log.results.completed_samples
                   if log.results else None, "metrics": metrics, "import_setup_s": t1 - t0, "run_s": t2 - t1,
                   "log_bytes": sum(os.path.getsize(f) for f in files), "log_files": len(files)}))
-'''
+"""
 
 
 def ensure_inspect(spec: str) -> Path:
@@ -123,10 +123,19 @@ def aqven_child(n: int, root: Path) -> None:
     st = r["state"]
     db = root / ".aqven" / "aqven.sqlite"
     wal = db.with_name(db.name + "-wal")
-    print(json.dumps({"status": st["status"], "samples": st["progress"]["done"], "verdict": (st["verdict"] or {})
-                      .get("verdict"), "pass_rate": (st["matrix"][0]["passes"] / max(st["matrix"][0]["counted"], 1)),
-                      "import_setup_s": t1 - t0, "run_s": r["wall_s"],
-                      "db_bytes": db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)}))
+    print(
+        json.dumps(
+            {
+                "status": st["status"],
+                "samples": st["progress"]["done"],
+                "verdict": (st["verdict"] or {}).get("verdict"),
+                "pass_rate": (st["matrix"][0]["passes"] / max(st["matrix"][0]["counted"], 1)),
+                "import_setup_s": t1 - t0,
+                "run_s": r["wall_s"],
+                "db_bytes": db.stat().st_size + (wal.stat().st_size if wal.exists() else 0),
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -156,27 +165,50 @@ def main() -> None:
     )
     print(f"load avg after: {os.getloadavg()[0]:.2f}")
     print()
-    print(f"Inspect AI {ins['version']}: eval() of {n} samples, mockllm/model, generate() + includes(), "
-          f"max_samples={CONCURRENCY}; writes one .eval log ({ins['log_bytes'] / 2**20:.1f} MiB)")
+    print(
+        f"Inspect AI {ins['version']}: eval() of {n} samples, mockllm/model, generate() + includes(), "
+        f"max_samples={CONCURRENCY}; writes one .eval log ({ins['log_bytes'] / 2**20:.1f} MiB)"
+    )
     print(f"  status {ins['status']}, completed {ins['samples']}, metrics {ins['metrics']}")
     if ins["status"] != "success":
         raise SystemExit(f"the Inspect eval did not succeed: read the log in {log_dir}")
-    print(f"AQVEN: series of {n} attempts, one llm node via pydantic-ai FunctionModel + one contains check, "
-          f"concurrency {CONCURRENCY}; writes every attempt's run, trace and check to SQLite "
-          f"({aq['db_bytes'] / 2**20:.1f} MiB db+wal)")
+    print(
+        f"AQVEN: series of {n} attempts, one llm node via pydantic-ai FunctionModel + one contains check, "
+        f"concurrency {CONCURRENCY}; writes every attempt's run, trace and check to SQLite "
+        f"({aq['db_bytes'] / 2**20:.1f} MiB db+wal)"
+    )
+    print(
+        f"imports + setup before the timed run: Inspect {ins['import_setup_s']:.1f} s, "
+        f"AQVEN {aq['import_setup_s']:.1f} s"
+    )
     print(f"  status {aq['status']}, done {aq['samples']}, pass rate {aq['pass_rate']:.3f}, verdict {aq['verdict']}")
     print()
-    print(f"{'':<10} {'run s':>8} {'process s':>10} {'CPU s':>8} {'peak RSS MiB':>13} {'run/sample ms':>14} "
-          f"{'output MiB':>11}")
-    print(f"{'Inspect':<10} {ins['run_s']:8.1f} {ins_wall:10.1f} {ins_cpu:8.1f} {ins_rss:13.0f} "
-          f"{ins['run_s'] / n * 1000:14.2f} {ins['log_bytes'] / 2**20:11.1f}")
-    print(f"{'AQVEN':<10} {aq['run_s']:8.1f} {aq_wall:10.1f} {aq_cpu:8.1f} {aq_rss:13.0f} "
-          f"{aq['run_s'] / n * 1000:14.2f} {aq['db_bytes'] / 2**20:11.1f}")
-    print(f"{'AQVEN/Insp':<10} {aq['run_s'] / ins['run_s']:8.2f} {aq_wall / ins_wall:10.2f} {aq_cpu / ins_cpu:8.2f} "
-          f"{aq_rss / ins_rss:13.2f}")
-    (OUT / "peer_inspect.json").write_text(json.dumps(
-        {"n": n, "inspect": {**ins, "process_s": ins_wall, "rss_mib": ins_rss, "cpu_s": ins_cpu},
-         "aqven": {**aq, "process_s": aq_wall, "rss_mib": aq_rss, "cpu_s": aq_cpu}}, indent=1))
+    print(
+        f"{'':<10} {'run s':>8} {'process s':>10} {'CPU s':>8} {'peak RSS MiB':>13} {'run/sample ms':>14} "
+        f"{'output MiB':>11}"
+    )
+    print(
+        f"{'Inspect':<10} {ins['run_s']:8.1f} {ins_wall:10.1f} {ins_cpu:8.1f} {ins_rss:13.0f} "
+        f"{ins['run_s'] / n * 1000:14.2f} {ins['log_bytes'] / 2**20:11.1f}"
+    )
+    print(
+        f"{'AQVEN':<10} {aq['run_s']:8.1f} {aq_wall:10.1f} {aq_cpu:8.1f} {aq_rss:13.0f} "
+        f"{aq['run_s'] / n * 1000:14.2f} {aq['db_bytes'] / 2**20:11.1f}"
+    )
+    print(
+        f"{'AQVEN/Insp':<10} {aq['run_s'] / ins['run_s']:8.2f} {aq_wall / ins_wall:10.2f} {aq_cpu / ins_cpu:8.2f} "
+        f"{aq_rss / ins_rss:13.2f}"
+    )
+    (OUT / "peer_inspect.json").write_text(
+        json.dumps(
+            {
+                "n": n,
+                "inspect": {**ins, "process_s": ins_wall, "rss_mib": ins_rss, "cpu_s": ins_cpu},
+                "aqven": {**aq, "process_s": aq_wall, "rss_mib": aq_rss, "cpu_s": aq_cpu},
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

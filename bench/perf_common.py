@@ -45,8 +45,7 @@ def dev_case_names(n: int) -> list[str]:
 def write_tiny_project(root: Path, *, cases: int, latency_s: float = 0.0, concurrency: int = 8) -> Path:
     files: dict[str, str] = {
         "aqven.yaml": (
-            f"package: {PACKAGE}\nname: Perf bench\nresearch:\n  spend_cap_usd: \"100000\"\n"
-            f"concurrency: {concurrency}\n"
+            f'package: {PACKAGE}\nname: Perf bench\nresearch:\n  spend_cap_usd: "100000"\nconcurrency: {concurrency}\n'
         ),
         "agents/fast.yaml": (
             "model: openrouter:openai/gpt-4.1-mini\ndescription: A simulated agent that answers at once.\n"

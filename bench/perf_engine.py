@@ -258,24 +258,32 @@ def main() -> None:
         warm_up(tmp)
         t = throughput(tmp, args.attempts)
         print(f"== throughput: {t['attempts']} attempts, concurrency 8, instant simulator (load avg {t['load']:.2f})")
-        print(f"wall {t['wall_s']:.1f} s = {t['per_s']:.1f} attempts/s; CPU {t['cpu_s']:.1f} s "
-              f"= {t['cpu_s'] / t['attempts'] * 1000:.2f} ms CPU/attempt; wall/attempt "
-              f"{t['wall_s'] / t['attempts'] * 1000:.2f} ms; this process got {t['cpu_s'] / t['wall_s'] * 100:.0f}% "
-              f"of a core (CPU-bound estimate on a free core: {t['attempts'] / t['cpu_s']:.0f} attempts/s)")
-        print(f"inside RunStore/SeriesStore: {t['store_s']:.1f} s = {t['store_s'] / t['wall_s'] * 100:.1f}% of wall "
-              f"({t['store_calls']} calls, {t['store_calls'] / t['attempts']:.1f} per attempt, "
-              f"{t['store_s'] / t['store_calls'] * 1e6:.0f} µs each); database file {t['db_mib']:.1f} MiB")
-        print(f"attempt claim→finish at concurrency 8: median {pc.median(t['attempt_ms']):.2f} ms, "
-              f"p95 {pc.percentile(t['attempt_ms'], 0.95):.2f} ms; its run: median {pc.median(t['run_ms']):.2f} ms")
+        print(
+            f"wall {t['wall_s']:.1f} s = {t['per_s']:.1f} attempts/s; CPU {t['cpu_s']:.1f} s "
+            f"= {t['cpu_s'] / t['attempts'] * 1000:.2f} ms CPU/attempt; wall/attempt "
+            f"{t['wall_s'] / t['attempts'] * 1000:.2f} ms; this process got {t['cpu_s'] / t['wall_s'] * 100:.0f}% "
+            f"of a core (CPU-bound estimate on a free core: {t['attempts'] / t['cpu_s']:.0f} attempts/s)"
+        )
+        print(
+            f"inside RunStore/SeriesStore: {t['store_s']:.1f} s = {t['store_s'] / t['wall_s'] * 100:.1f}% of wall "
+            f"({t['store_calls']} calls, {t['store_calls'] / t['attempts']:.1f} per attempt, "
+            f"{t['store_s'] / t['store_calls'] * 1e6:.0f} µs each); database file {t['db_mib']:.1f} MiB"
+        )
+        print(
+            f"attempt claim→finish at concurrency 8: median {pc.median(t['attempt_ms']):.2f} ms, "
+            f"p95 {pc.percentile(t['attempt_ms'], 0.95):.2f} ms; its run: median {pc.median(t['run_ms']):.2f} ms"
+        )
         result["throughput"] = {k: v for k, v in t.items() if not isinstance(v, list)}
         if args.sequential:
             s = sequential(tmp, args.sequential)
             print(f"== latency: {s['attempts']} attempts one at a time (concurrency 1)")
-            print(f"one attempt (claim→finish): median {pc.median(s['attempt_ms']):.2f} ms, "
-                  f"p95 {pc.percentile(s['attempt_ms'], 0.95):.2f} ms; its run (engine only): median "
-                  f"{pc.median(s['run_ms']):.2f} ms, p95 {pc.percentile(s['run_ms'], 0.95):.2f} ms; "
-                  f"{s['attempts'] / s['wall_s']:.1f} attempts/s; "
-                  f"CPU {s['cpu_s'] / s['attempts'] * 1000:.2f} ms/attempt")
+            print(
+                f"one attempt (claim→finish): median {pc.median(s['attempt_ms']):.2f} ms, "
+                f"p95 {pc.percentile(s['attempt_ms'], 0.95):.2f} ms; its run (engine only): median "
+                f"{pc.median(s['run_ms']):.2f} ms, p95 {pc.percentile(s['run_ms'], 0.95):.2f} ms; "
+                f"{s['attempts'] / s['wall_s']:.1f} attempts/s; "
+                f"CPU {s['cpu_s'] / s['attempts'] * 1000:.2f} ms/attempt"
+            )
             result["sequential"] = {
                 "attempts": s["attempts"],
                 "attempt_median_ms": pc.median(s["attempt_ms"]),
@@ -287,15 +295,19 @@ def main() -> None:
         if not args.no_profile:
             p = profiled(tmp, args.profile_attempts, args.top)
             total = sum(p["totals"].values())
-            print(f"== profile: {args.profile_attempts} attempts under cProfile, CPU-time timer "
-                  f"(wall {p['wall_s']:.1f} s, profiled CPU {total:.1f} s); built-ins and stdlib helpers are "
-                  "charged to their callers")
+            print(
+                f"== profile: {args.profile_attempts} attempts under cProfile, CPU-time timer "
+                f"(wall {p['wall_s']:.1f} s, profiled CPU {total:.1f} s); built-ins and stdlib helpers are "
+                "charged to their callers"
+            )
             for g in GROUPS:
                 v = p["totals"].get(g, 0.0)
                 per = v / args.profile_attempts * 1000
                 print(f"  {g:<12} {v:7.1f} s  {v / total * 100:5.1f}%   {per:6.2f} ms/attempt")
-            print(f"top {args.top} functions by own CPU time (group; * = no group of its own: charged to its callers, "
-                  "mostly to the one shown)")
+            print(
+                f"top {args.top} functions by own CPU time (group; * = no group of its own: charged to its callers, "
+                "mostly to the one shown)"
+            )
             for tt, g, label in p["rows"]:
                 print(f"  {tt:7.2f} s  {g:<13} {label[-110:]}")
             result["profile"] = {"totals": p["totals"], "wall_s": p["wall_s"]}

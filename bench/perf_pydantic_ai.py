@@ -44,8 +44,16 @@ async def main(calls: int) -> None:
         plan = plan_output(schema)
 
         def make_call(i: int) -> ModelCall:
-            return ModelCall(agent=agent, prompt=f"Answer: q{i}", output_schema=schema, simulate=True, seed=i,
-                             node_id="ask", project_root=root, inputs={"question": f"q{i}"})
+            return ModelCall(
+                agent=agent,
+                prompt=f"Answer: q{i}",
+                output_schema=schema,
+                simulate=True,
+                seed=i,
+                node_id="ask",
+                project_root=root,
+                inputs={"question": f"q{i}"},
+            )
 
         def build_agent() -> Agent[None, object]:
             a: Agent[None, object] = Agent(
@@ -75,15 +83,25 @@ async def main(calls: int) -> None:
         cached = build_agent()
         c = time.process_time()
         for i in range(calls):
-            ctx = SimContext(agent=agent, node_id="ask", prompt=f"Answer: q{i}", inputs={"question": f"q{i}"},
-                             output_schema=schema, seed=i, plan=plan, latency_scale=0.0)
+            ctx = SimContext(
+                agent=agent,
+                node_id="ask",
+                prompt=f"Answer: q{i}",
+                inputs={"question": f"q{i}"},
+                output_schema=schema,
+                seed=i,
+                plan=plan,
+                latency_scale=0.0,
+            )
             result = await cached.run(f"Answer: q{i}", model=simulated_model(ctx, simulator))
             plan.unwrap(result.output)
         reuse = (time.process_time() - c) / calls * 1000
     print(f"{calls} sequential calls each (load avg {os.getloadavg()[0]:.2f}); CPU ms per call:")
     print(f"  call_model() today (new Agent per call, run, usage, pricing):  {today:.2f}")
-    print(f"  Agent(...) construction alone:                                 {build:.2f}  "
-          f"({build / today * 100:.0f}% of a call)")
+    print(
+        f"  Agent(...) construction alone:                                 {build:.2f}  "
+        f"({build / today * 100:.0f}% of a call)"
+    )
     print(f"  cached Agent, run(model=FunctionModel) only:                   {reuse:.2f}")
 
 

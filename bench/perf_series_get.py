@@ -67,12 +67,22 @@ def aggregate_view(db: Any, series_id: str, now_active: float) -> dict[str, Any]
         " FROM attempts WHERE series_id=? GROUP BY variant_id, status, outcome",
         (series_id,),
     )
-    progress = {"attempts": 0, "done": 0, "running": 0, "queued": 0, "counted": 0, "model_failures": 0,
-                "infra_errors": 0, "reruns": 0}
+    progress = {
+        "attempts": 0,
+        "done": 0,
+        "running": 0,
+        "queued": 0,
+        "counted": 0,
+        "model_failures": 0,
+        "infra_errors": 0,
+        "reruns": 0,
+    }
     matrix: dict[str, dict[str, Any]] = {}
     for r in rows:
-        m = matrix.setdefault(r["variant_id"], {"attempts": 0, "done": 0, "counted": 0, "passes": 0.0,
-                                                 "model_failures": 0, "infra_errors": 0})
+        m = matrix.setdefault(
+            r["variant_id"],
+            {"attempts": 0, "done": 0, "counted": 0, "passes": 0.0, "model_failures": 0, "infra_errors": 0},
+        )
         progress["attempts"] += r["n"]
         progress["reruns"] += r["reruns"]
         m["attempts"] += r["n"]
@@ -110,8 +120,13 @@ def aggregate_view(db: Any, series_id: str, now_active: float) -> dict[str, Any]
         " GROUP BY variant_id, case_name",
         (series_id,),
     )
-    return {"progress": progress, "matrix": matrix, "spend": spend, "eta_rows": dict(eta) if eta else None,
-            "cells": len(cells)}
+    return {
+        "progress": progress,
+        "matrix": matrix,
+        "spend": spend,
+        "eta_rows": dict(eta) if eta else None,
+        "cells": len(cells),
+    }
 
 
 async def measure(attempts: int, repeat: int, tmp: Path) -> dict[str, Any]:
@@ -142,8 +157,14 @@ async def measure(attempts: int, repeat: int, tmp: Path) -> dict[str, Any]:
     assert (mine["done"], mine["counted"], round(mine["passes"], 6)) == (row["done"], row["counted"], row["passes"])
     size = sum(p.stat().st_size for p in (tmp / f"p{attempts}" / ".aqven").glob("aqven.sqlite*"))
     await svc.shutdown()
-    return {"attempts": attempts, "today_ms": pc.median(today), "today_cpu_ms": pc.median(today_cpu),
-            "agg_ms": pc.median(agg), "agg_cpu_ms": pc.median(agg_cpu), "db_mib": size / 2**20}
+    return {
+        "attempts": attempts,
+        "today_ms": pc.median(today),
+        "today_cpu_ms": pc.median(today_cpu),
+        "agg_ms": pc.median(agg),
+        "agg_cpu_ms": pc.median(agg_cpu),
+        "db_mib": size / 2**20,
+    }
 
 
 def plan_parse(sizes: list[int]) -> None:
@@ -156,8 +177,16 @@ def plan_parse(sizes: list[int]) -> None:
     for n in sizes:
         cases, repeats = pc.split_attempts(n)
         names = pc.dev_case_names(cases)
-        plan = SeriesPlan(flow_id="one", dataset_id="many", cases=names, sides=dict.fromkeys(names, "dev"),
-                          variants=["as_written"], repeats=repeats, question={"kind": "threshold"}, simulate=True)
+        plan = SeriesPlan(
+            flow_id="one",
+            dataset_id="many",
+            cases=names,
+            sides=dict.fromkeys(names, "dev"),
+            variants=["as_written"],
+            repeats=repeats,
+            question={"kind": "threshold"},
+            simulate=True,
+        )
         text = plan.model_dump_json()
         c = time.process_time()
         for _ in range(100):
@@ -180,8 +209,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.sizes.split(",")):
             r = asyncio.run(measure(n, args.repeat, Path(tmp)))
-            print(f"| {n:,} | {r['today_ms']:.1f} | {r['today_cpu_ms']:.1f} | {r['agg_ms']:.1f} | "
-                  f"{r['agg_cpu_ms']:.1f} | ×{r['today_cpu_ms'] / max(r['agg_cpu_ms'], 1e-6):.0f} (CPU) |", flush=True)
+            print(
+                f"| {n:,} | {r['today_ms']:.1f} | {r['today_cpu_ms']:.1f} | {r['agg_ms']:.1f} | "
+                f"{r['agg_cpu_ms']:.1f} | ×{r['today_cpu_ms'] / max(r['agg_cpu_ms'], 1e-6):.0f} (CPU) |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,9 @@ def proc_cpu_s(pid: int) -> float:
 
 def request(port: int, method: str, path: str, body: Any = None, timeout: float = 300) -> tuple[float, Any]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                 headers={"content-type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=data, method=method, headers={"content-type": "application/json"}
+    )
     t = time.perf_counter()
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         payload = json.loads(resp.read())
@@ -69,8 +70,14 @@ def request(port: int, method: str, path: str, body: Any = None, timeout: float 
 def start_server(root: Path) -> tuple[subprocess.Popen[bytes], int]:
     env = {**os.environ, "AQVEN_SIM_LATENCY_SCALE": "0"}
     log = open(root / "server.log", "wb")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen([sys.executable, "-m", "aqven", "serve", "--root", str(root)], stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=str(root))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aqven", "serve", "--root", str(root)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=str(root),
+    )
     info = root / ".aqven" / "server.json"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -149,8 +156,11 @@ def run_size(n: int, *, poll_s: float, after: int, keep: bool, limit_s: float) -
                 break
             if len(during) % 10 == 1:
                 rate = done / max(time.perf_counter() - started, 1e-9)
-                print(f"  [{n}] {time.perf_counter() - started:7.1f} s  done {done:>7}  {rate:6.1f}/s  "
-                      f"get {ms:8.1f} ms  rss {sampler.peak_rss_kb / 1024:6.0f} MiB", flush=True)
+                print(
+                    f"  [{n}] {time.perf_counter() - started:7.1f} s  done {done:>7}  {rate:6.1f}/s  "
+                    f"get {ms:8.1f} ms  rss {sampler.peak_rss_kb / 1024:6.0f} MiB",
+                    flush=True,
+                )
             # A GET blocks the server's event loop while it builds the snapshot: keep GETs to ≤ 20% of the time.
             time.sleep(max(poll_s, 4 * ms / 1000))
         if result.get("stopped_early"):
@@ -208,31 +218,41 @@ def main() -> None:
         r = run_size(n, poll_s=args.poll, after=args.after, keep=args.keep, limit_s=args.limit_min * 60)
         rows.append(r)
         early = " (cancelled at the time limit)" if r.get("stopped_early") else ""
-        print(f"  {r['status']}{early}: {r['done']} attempts in {r['wall_s']:.1f} s = {r['per_s']:.1f}/s, server CPU "
-              f"{r['server_cpu_s']:.1f} s ({r['server_cpu_s'] / max(r['done'], 1) * 1000:.2f} ms/attempt); "
-              f"VmHWM {r['hwm_mib']:.0f} MiB (idle {r['idle_hwm_mib']:.0f}); db {r['db_mib']:.1f} MiB + wal "
-              f"{r['wal_mib']:.1f} MiB ({r['db_bytes_per_attempt']:.0f} B/attempt); series_get during: median "
-              f"{r['get_during_median_ms']:.1f} ms p95 {r['get_during_p95_ms']:.1f} ms max {r['get_during_max_ms']:.1f}"
-              f" ms (n={r['gets_during']}); after: median {r['get_after_median_ms']:.1f} ms p95 "
-              f"{r['get_after_p95_ms']:.1f} ms", flush=True)
+        print(
+            f"  {r['status']}{early}: {r['done']} attempts in {r['wall_s']:.1f} s = {r['per_s']:.1f}/s, server CPU "
+            f"{r['server_cpu_s']:.1f} s ({r['server_cpu_s'] / max(r['done'], 1) * 1000:.2f} ms/attempt); "
+            f"POST /api/series {r['start_ms']:.0f} ms; "
+            f"VmHWM {r['hwm_mib']:.0f} MiB (idle {r['idle_hwm_mib']:.0f}); db {r['db_mib']:.1f} MiB + wal "
+            f"{r['wal_mib']:.1f} MiB ({r['db_bytes_per_attempt']:.0f} B/attempt); series_get during: median "
+            f"{r['get_during_median_ms']:.1f} ms p95 {r['get_during_p95_ms']:.1f} ms max {r['get_during_max_ms']:.1f}"
+            f" ms (n={r['gets_during']}); after: median {r['get_after_median_ms']:.1f} ms p95 "
+            f"{r['get_after_p95_ms']:.1f} ms",
+            flush=True,
+        )
         args.json.write_text(json.dumps(rows, indent=1))
     print()
-    print("| attempts | wall s | attempts/s | server CPU ms/attempt | VmHWM MiB | db+wal MiB | B/attempt "
-          "| get during median/p95 ms | get after median/p95 ms |")
+    print(
+        "| attempts | wall s | attempts/s | server CPU ms/attempt | VmHWM MiB | db+wal MiB | B/attempt "
+        "| get during median/p95 ms | get after median/p95 ms |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         label = f"{r['done']:,} of {r['attempts']:,}" if r.get("stopped_early") else f"{r['done']:,}"
-        print(f"| {label} | {r['wall_s']:.0f} | {r['per_s']:.1f} | {r['server_cpu_s'] / max(r['done'], 1) * 1000:.2f} "
-              f"| {r['hwm_mib']:.0f} | {r['db_mib'] + r['wal_mib']:.1f} | {r['db_bytes_per_attempt']:.0f} "
-              f"| {r['get_during_median_ms']:.0f} / {r['get_during_p95_ms']:.0f} "
-              f"| {r['get_after_median_ms']:.0f} / {r['get_after_p95_ms']:.0f} |")
+        print(
+            f"| {label} | {r['wall_s']:.0f} | {r['per_s']:.1f} | {r['server_cpu_s'] / max(r['done'], 1) * 1000:.2f} "
+            f"| {r['hwm_mib']:.0f} | {r['db_mib'] + r['wal_mib']:.1f} | {r['db_bytes_per_attempt']:.0f} "
+            f"| {r['get_during_median_ms']:.0f} / {r['get_during_p95_ms']:.0f} "
+            f"| {r['get_after_median_ms']:.0f} / {r['get_after_p95_ms']:.0f} |"
+        )
     if len(rows) > 1:
         a, b = rows[0], rows[-1]
         k = b["done"] / max(a["done"], 1)
-        print(f"\ngrowth {a['done']:,} → {b['done']:,} attempts (×{k:.0f}): VmHWM ×{b['hwm_mib'] / a['hwm_mib']:.2f}, "
-              f"database ×{(b['db_mib'] + b['wal_mib']) / (a['db_mib'] + a['wal_mib']):.1f}, get after "
-              f"×{b['get_after_median_ms'] / a['get_after_median_ms']:.1f}, server CPU per attempt "
-              f"×{(b['server_cpu_s'] / b['done']) / (a['server_cpu_s'] / a['done']):.2f}")
+        print(
+            f"\ngrowth {a['done']:,} → {b['done']:,} attempts (×{k:.0f}): VmHWM ×{b['hwm_mib'] / a['hwm_mib']:.2f}, "
+            f"database ×{(b['db_mib'] + b['wal_mib']) / (a['db_mib'] + a['wal_mib']):.1f}, get after "
+            f"×{b['get_after_median_ms'] / a['get_after_median_ms']:.1f}, server CPU per attempt "
+            f"×{(b['server_cpu_s'] / b['done']) / (a['server_cpu_s'] / a['done']):.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -328,7 +328,8 @@ class LiveServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited with {self.proc.returncode}; see {state / 'server.log'}")
+                tail = (state / "server.log").read_text(errors="replace")[-4000:]
+                raise RuntimeError(f"the server exited with {self.proc.returncode}; the end of its log:\n{tail}")
             with contextlib.suppress(OSError, ValueError, KeyError):
                 data = json.loads(info.read_text())
                 if int(data["pid"]) == self.proc.pid:

@@ -50,6 +50,7 @@ import functools
 import math
 import multiprocessing as mp
 import os
+import resource
 import sys
 import time
 import zlib
@@ -77,7 +78,7 @@ TARGET = 0.95
 Z_GRID = np.linspace(-8.5, 8.5, 20_001)
 Z_QUAD = np.linspace(-8.5, 8.5, 2_001)  # the quadrature of Cov(q_A, q_B)
 
-FULL = {
+FULL: dict[str, dict[str, list[Any]]] = {
     "one_rate": {
         "rates": [0.5, 0.7, 0.9, 0.95, 0.97, 0.99, 0.995, 0.999],
         "cases": [10, 30, 100, 300, 1000],
@@ -92,7 +93,7 @@ FULL = {
         "cs": [0.0, 0.5, 0.9],
     },
 }
-QUICK = {
+QUICK: dict[str, dict[str, list[Any]]] = {
     "one_rate": {
         "rates": [0.5, 0.95, 0.99, 0.999],
         "cases": [10, 100, 1000],
@@ -537,7 +538,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a small grid (about a minute)")
     parser.add_argument("--sims", type=int, default=2000, help="simulated series per cell (default 2000)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (docs/figures, or bench/out with --quick)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output folder (docs/figures, or bench/out with --quick)"
+    )
     parser.add_argument("--only", choices=["one_rate", "paired"], default=None)
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--from-csv", action="store_true", help="no simulation: summarise and plot the CSVs in --out")
@@ -570,14 +573,24 @@ def main() -> int:
             print("\n".join(breakdown(rows, axis)))
         lows = sorted((r for r in rows if r["coverage"] < FLOOR), key=lambda r: r["coverage"])
         for r in lows:
-            print(f"  BELOW {FLOOR}: {describe(r)} coverage {r['coverage']:.4f} "
-                  f"(P(true<low) {r['p_true_below_low']:.4f}, P(true>high) {r['p_true_above_high']:.4f})")
+            print(
+                f"  BELOW {FLOOR}: {describe(r)} coverage {r['coverage']:.4f} "
+                f"(P(true<low) {r['p_true_below_low']:.4f}, P(true>high) {r['p_true_above_high']:.4f})"
+            )
         failed = failed or bool(lows)
         for name in ("naive_wilson", "clustered_wald"):
             if np.mean([r[f"{name}_coverage"] < FLOOR for r in rows]) < 0.25:
                 print(f"  WARNING: the negative control {name} does not fail visibly on {kind}")
                 failed = True
-    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    cpu = sum(
+        getattr(resource.getrusage(w), k)
+        for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for k in ("ru_utime", "ru_stime")
+    )
+    load = os.getloadavg()[0]
+    print(
+        f"\ntotal {time.perf_counter() - started:.0f} s wall, {cpu:.0f} s CPU (all processes); load average {load:.2f}"
+    )
     return 1 if failed else 0
 
 

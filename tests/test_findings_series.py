@@ -243,7 +243,7 @@ def test_a_crash_between_the_two_renames_is_repaired_on_the_next_start(
             raise SimulatedCrash("the server died here")
         real_replace(src, dst)
 
-    monkeypatch.setattr(findings.os, "replace", crash_before_findings_md)
+    monkeypatch.setattr(os, "replace", crash_before_findings_md)  # what findings.py renames with
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", on="holdout", cases=12, simulate=True)["series"]["series_id"]
         finding = root / "experiments" / "rate" / "findings" / f"{sid}.yaml"
@@ -251,7 +251,7 @@ def test_a_crash_between_the_two_renames_is_repaired_on_the_next_start(
         wait_until(lambda: (root / ".FINDINGS.md.tmp").exists())
         wait_until(lambda: all(a["status"] == "done" for a in attempts(root, sid)))
         assert get(client, sid)["status"] == "running"  # the end was never stored
-    monkeypatch.setattr(findings.os, "replace", real_replace)
+    monkeypatch.setattr(os, "replace", real_replace)
     written = finding.read_text()
     assert not (root / "FINDINGS.md").exists()
     assert "W_FINDINGS_STALE" in finding_codes(root)
@@ -263,5 +263,6 @@ def test_a_crash_between_the_two_renames_is_repaired_on_the_next_start(
         assert snap["status"] == "done" and snap["verdict"]["verdict"] == "confirmed"
         assert snap["finding"] == f"experiments/rate/findings/{sid}.yaml"
     assert finding.read_text() == written  # written once
+    assert not list(root.glob(".*.tmp")) and not list(finding.parent.glob(".*.tmp"))  # no leftovers
     assert finding_codes(root) == []
     assert len(rows(root, "SELECT id FROM runs WHERE series_id=?", (sid,))) == 12  # nothing ran twice

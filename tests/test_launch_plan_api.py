@@ -39,7 +39,7 @@ SPEC_PLAN: dict[str, Any] = {
     "project_cap_source": "project",
     "cap_usd": "1.00",
 }
-BODY = {"on": "dev", "cases": 2, "repeats": 2}
+BODY: dict[str, Any] = {"on": "dev", "cases": 2, "repeats": 2}
 
 
 def plan(client: TestClient, experiment: str = "reply_overpromise_risk", **body: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ The tiny project "tiny" has one flow `answer` (prep → draft → pace), an agen
 (`openrouter:acme/unpriced-1`) and a twin `bot2`, and a dataset `tickets` of generated cases. Its simulator
 answers {"reply": "ok ..."}, except for tickets whose text contains "bad", where it breaks the output type
 (a counted model failure at node `draft`). `pace` sleeps the case's `delay`, so a series can be made slow
-without simulated latency.
+without simulated latency; `prep` raises (broken code: an infrastructure error) on a text with "boom".
 """
 
 from __future__ import annotations
@@ -80,6 +80,8 @@ import asyncio
 
 
 def prep(text):
+    if "boom" in text:
+        raise ValueError(f"cannot prepare {text!r}")
     return {"text": text.strip()}
 
 

@@ -140,7 +140,7 @@ async def test_start_at_once_long_poll_and_eta(tmp_path: Path) -> None:
         args = {"experiment_id": "reply_ok", "repeats": 4, "simulate": True, "client_op_id": "op-1"}
         t = time.monotonic()
         started = await agent.call("series_start", args)
-        assert time.monotonic() - t < 5
+        assert time.monotonic() - t < 20  # it does not wait for attempts (each of them sleeps 0.1 s)
         summary, plan = started["series"], started["launch_plan"]
         n_dev = len(dev(names(24)))
         assert started["created"] is True and summary["status"] == "running" and summary["simulated"] is True
@@ -168,7 +168,7 @@ async def test_start_at_once_long_poll_and_eta(tmp_path: Path) -> None:
         assert states[0] == "estimating" and "running" in states, states
         t = time.monotonic()
         final = await agent.call("series_get", {"series_id": sid, "wait_seconds": 50})
-        assert time.monotonic() - t < 10
+        assert time.monotonic() - t < 40  # back as soon as the series is done, not after 50 s
         assert final["status"] == "done" and final["eta"] is None
         assert final["verdict"]["verdict"] == "signal" and final["verdict"]["provisional"] is False
         assert final["spend"]["unpriced_attempts"] == n_dev * 4 and final["spend"]["lower_bound"] is True
@@ -281,6 +281,25 @@ async def test_held_out_cases_never_reach_the_agent(tmp_path: Path) -> None:
         assert not leaked, leaked
         for name in named[2:]:  # named by the agent in its look; still never shown back by a tool
             assert sum(name in s for s in agent.seen) == 0, name
+
+
+async def test_a_failed_held_out_series_names_its_error_without_the_case(tmp_path: Path) -> None:
+    cases = [{"name": n, "input": {"text": f"boom {n}", "delay": 0.0}} for n in names(12)]
+    async with agent_on(write_tiny(tmp_path / "tiny", cases)) as (agent, _svc):
+        sid = (await agent.call("series_start", {"experiment_id": "reply_ok", "on": "holdout", "simulate": True}))[
+            "series"
+        ]["series_id"]
+        state = await settle(agent, sid, include_cases=True)
+        assert state["status"] == "failed" and state["error"]["code"] == "CODE_ERROR"
+        assert state["error"]["case"] is None and state["error"]["run_id"] is None
+        assert "boom" not in json.dumps(state) and state["cases"] == []
+    async with agent_on(write_tiny(tmp_path / "tiny2")) as (agent, _svc):  # live, and no key
+        sid = (await agent.call("series_start", {"experiment_id": "reply_ok", "on": "holdout", "cases": 2}))["series"][
+            "series_id"
+        ]
+        state = await settle(agent, sid)
+        assert state["status"] == "failed" and state["error"]["code"] == "PROVIDER_KEY_MISSING"
+        assert "OPENROUTER_API_KEY" in state["error"]["message"] and state["error"]["run_id"] is None
 
 
 async def test_not_runnable_before_any_model_call(tmp_path: Path, fp: FakeProvider) -> None:

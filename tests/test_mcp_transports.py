@@ -84,6 +84,7 @@ async def settle(agent: Agent, series_id: str, *, include_cases: bool = False) -
 
 
 async def test_an_agent_walks_the_loop_over_stdio(lumen: Path, tmp_path: Path) -> None:
+    stop(lumen)
     assert read_server(lumen) is None  # `aqven mcp` starts the project server itself
     params = StdioServerParameters(
         command=sys.executable,
@@ -171,6 +172,12 @@ async def test_an_agent_walks_the_loop_over_stdio(lumen: Path, tmp_path: Path) -
         still = await agent.call("series_get", {"series_id": paused["series"]["series_id"], "wait_seconds": 1})
         assert still["status"] == "awaiting_approval" and still["progress"]["done"] == 0
         await agent.call("series_cancel", {"series_id": paused["series"]["series_id"], "reason": "not approved"})
+
+        # The project server stopped between two calls: the next call starts it again.
+        first_pid = cast(dict[str, Any], read_server(lumen))["pid"]
+        stop(lumen)
+        listed = await agent.call("series_list", {"experiment_id": "reply_overpromise_risk"})
+        assert len(listed["series"]) == 3 and cast(dict[str, Any], read_server(lumen))["pid"] != first_pid
     info = read_server(lumen)
     assert info is not None and info["healthy"]  # the server outlives the stdio bridge
 

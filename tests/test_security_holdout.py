@@ -28,7 +28,8 @@ ENDED = ("done", "failed", "cancelled")
 
 
 def holdout_names(n: int) -> list[str]:
-    names, i = [], 0
+    names: list[str] = []
+    i = 0
     while len(names) < n:
         name = f"heldout{i:04d}"
         if side_of(PACKAGE, name) == "holdout":

@@ -73,32 +73,37 @@ def _link(path: Path, target: Path) -> None:
     path.symlink_to(target)
 
 
+def _prompt_to_hostname(root: Path, out: Path) -> None:
+    _link(root / "flows/answer/reply.md", Path("/etc/hostname"))
+
+
+def _prompt_to_outside(root: Path, out: Path) -> None:
+    _link(root / "flows/answer/reply.md", out / "secret.md")
+
+
+def _check_function(root: Path, out: Path) -> None:
+    shutil.copy(root / "checks/right.py", out / "right.py")
+    _link(root / "checks/right.py", out / "right.py")
+
+
+def _simulator(root: Path, out: Path) -> None:
+    shutil.copy(root / "sim/writer.py", out / "writer.py")
+    _link(root / "sim/writer.py", out / "writer.py")
+
+
+def _prompt_folder(root: Path, out: Path) -> None:
+    (out / "prompts").mkdir()
+    (out / "prompts/reply.md").write_text("x {{ question }}")
+    (root / "flows/answer/p").symlink_to(out / "prompts")
+    replace(root, FLOW, "prompt: reply.md", "prompt: p/reply.md")
+
+
 SYMLINKS: dict[str, tuple[str, Callable[[Path, Path], None]]] = {
-    "prompt-to-etc-hostname": (FLOW, lambda root, out: _link(root / "flows/answer/reply.md", Path("/etc/hostname"))),
-    "prompt-to-outside": (FLOW, lambda root, out: _link(root / "flows/answer/reply.md", out / "secret.md")),
-    "check-function": (
-        "experiments/answers_right/experiment.yaml",
-        lambda root, out: (
-            shutil.copy(root / "checks/right.py", out / "right.py"),
-            _link(root / "checks/right.py", out / "right.py"),
-        ),
-    ),
-    "simulator": (
-        "agents/writer.yaml",
-        lambda root, out: (
-            shutil.copy(root / "sim/writer.py", out / "writer.py"),
-            _link(root / "sim/writer.py", out / "writer.py"),
-        ),
-    ),
-    "prompt-folder": (
-        FLOW,
-        lambda root, out: (
-            (out / "prompts").mkdir(),
-            (out / "prompts/reply.md").write_text("x {{ question }}"),
-            (root / "flows/answer/p").symlink_to(out / "prompts"),
-            replace(root, FLOW, "prompt: reply.md", "prompt: p/reply.md"),
-        ),
-    ),
+    "prompt-to-etc-hostname": (FLOW, _prompt_to_hostname),
+    "prompt-to-outside": (FLOW, _prompt_to_outside),
+    "check-function": ("experiments/answers_right/experiment.yaml", _check_function),
+    "simulator": ("agents/writer.yaml", _simulator),
+    "prompt-folder": (FLOW, _prompt_folder),
 }
 
 

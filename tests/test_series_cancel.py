@@ -13,6 +13,7 @@ from test_series_kit import (
     case_names,
     client_for,
     get,
+    rows,
     runs_of,
     settle,
     start,
@@ -119,3 +120,33 @@ def test_cancel_a_series_awaiting_approval_ends_it_at_once(tiny_env: Path, tmp_p
         assert runs_of(root, sid) == []
         r = client.post(f"/api/series/{sid}/approve")
         assert r.status_code == 409 and r.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
+
+
+def test_a_series_cancelled_while_attempts_ran_is_decided_after_a_restart(
+    tiny_env: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    monkeypatch.setenv("TINY_HOLD", str(hold))
+    root = write_tiny(tmp_path / "tiny", case_names(8, 2), concurrency=2)
+    with client_for(root) as client:
+        sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
+        first = wait_until(lambda: [a for a in attempts(root, sid) if a["status"] == "running"])[0]
+        (hold / first["case_name"]).touch()
+        wait_until(lambda: sum(a["status"] == "running" for a in attempts(root, sid)) == 2)
+        assert client.post(f"/api/series/{sid}/cancel").json()["status"] == "cancelled"
+    # The server stopped with two attempts still running: they finish after the next start.
+    assert get_ended(root, sid) is None
+    (hold / "open").touch()
+    with client_for(root) as client:
+        snap = wait_until(lambda: (s := get(client, sid, wait=1))["ended_at"] is not None and s)
+        assert snap["status"] == "cancelled" and snap["verdict"]["reason"] == "cancelled"
+        assert snap["progress"]["done"] == 3 and snap["progress"]["running"] == 0 and snap["progress"]["queued"] == 5
+    assert len(runs_of(root, sid)) == 3
+
+
+def get_ended(root: Path, series_id: str) -> str | None:
+    value: str | None = rows(root, "SELECT ended_at FROM series WHERE id=?", (series_id,))[0]["ended_at"]
+    return value

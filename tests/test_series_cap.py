@@ -15,6 +15,7 @@ from test_series_kit import (
     attempts,
     case_names,
     client_for,
+    first_on,
     get,
     rows,
     runs_of,
@@ -175,3 +176,32 @@ def test_a_cap_above_the_project_cap_waits_before_anything_runs(tiny_env: Path, 
         assert out["series"]["status"] == "running" and out["series"]["spend"]["cap_usd"] == "0.50"
         settle(client, out["series"]["series_id"])
     assert len(rows(root, "SELECT id FROM runs")) == 8
+
+
+def test_once_near_the_cap_nothing_more_starts_even_if_the_running_ones_cost_less(
+    tiny_env: Path,
+    tmp_path: Path,
+) -> None:
+    """The first attempt costs $0.05 (the reserve), the others $0.01, under a $0.20 cap (90%: $0.18).
+
+    The rule fires as soon as spent + reserve x (running + 1) reaches $0.18 with an attempt still running, at a
+    spend of $0.08 or $0.09; then nothing more starts, and the series pauses once the running one finished. A
+    scheduler that decided again after it finished would go on to about $0.13 first.
+    """
+    pricey = first_on("dev", "pricey")
+    root = write_tiny(tmp_path / "tiny", [pricey, *case_names(20, 0)], cap="0.20", concurrency=2)
+    with client_for(root) as client:
+        sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
+        snap = settle(client, sid)
+        assert snap["status"] == "awaiting_approval" and snap["pause"]["reason"] == "spend_near_cap"
+        spent = Decimal(snap["pause"]["spent_usd"])
+        assert Decimal("0.09") <= spent <= Decimal("0.10"), spent
+        done = [a for a in attempts(root, sid) if a["status"] == "done"]
+        assert done[0]["case_name"] == pricey and Decimal(done[0]["cost_usd"]) == Decimal("0.05")
+        assert spent == sum((Decimal(a["cost_usd"]) for a in done), Decimal(0))
+        # The rule fired when the last attempt started before it would have been reached.
+        last_start = max(a["started_at"] for a in done)
+        before = [a for a in done if a["ended_at"] <= last_start]
+        spent_then = sum((Decimal(a["cost_usd"]) for a in before), Decimal(0))
+        running_then = len(done) - len(before)
+        assert spent_then + Decimal("0.05") * running_then < Decimal("0.18")

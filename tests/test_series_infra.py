@@ -152,3 +152,27 @@ def test_a_second_429_counts_as_an_infra_error(fp: FakeProvider, tmp_path: Path)
         rerun = next(a for a in attempts(root, sid) if a["reruns"] == 1)
         assert rerun["outcome"] == "infra" and rerun["error_code"] == "PROVIDER_RATE_LIMITED"
     assert len(fp.chat_requests()) == 4
+
+
+def test_an_internal_error_in_one_attempt_does_not_stop_the_series(
+    tiny_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aqven.engine.runner import Engine
+    from aqven.store.records import RunRecord
+
+    broken = first_on("dev", "boom")
+    real = Engine.execute
+
+    async def execute(self: Engine, run_id: str) -> RunRecord:
+        if self.runs.get(run_id).request.case_name == broken:
+            raise KeyError("a bug")
+        return await real(self, run_id)
+
+    monkeypatch.setattr(Engine, "execute", execute)
+    root = write_tiny(tmp_path / "tiny", [*case_names(25, 0), broken])
+    with client_for(root) as client:
+        snap = settle(client, start(client, experiment_id="rate", simulate=True)["series"]["series_id"])
+        assert snap["status"] == "done" and snap["progress"]["done"] == 26
+        assert snap["progress"]["infra_errors"] == 1 and snap["progress"]["counted"] == 25
+        bad = next(a for a in attempts(root, snap["series_id"]) if a["case_name"] == broken)
+        assert bad["error_code"] == "CODE_ERROR" and "KeyError" in bad["error_message"]

@@ -7,7 +7,8 @@ The tiny project ("tiny") has one writer agent, `w`, on a model priced by a pric
 - a name containing ``fail`` gets the reply "bad" (the check `ok` fails: a counted failure);
 - ``checkcrash`` gets "crash" (the check raises: CODE_ERROR, an infrastructure error);
 - ``simcrash`` makes the simulator raise (CODE_ERROR, an infrastructure error);
-- anything else gets "good" (the check passes).
+- anything else gets "good" (the check passes);
+- a name containing ``pricey`` costs $0.05 a call instead of $0.01.
 
 With ``TINY_HOLD=<dir>`` in the environment the simulator waits until ``<dir>/open`` or ``<dir>/<case>``
 exists, so a test decides when each attempt may finish. Each call sleeps 0.1 s × AQVEN_SIM_LATENCY_SCALE.
@@ -86,7 +87,8 @@ async def writer(req: SimRequest) -> SimReply:
     if "simcrash" in case:
         raise RuntimeError("the simulator broke")
     reply = "bad" if "fail" in case else ("crash" if "checkcrash" in case else "good")
-    return SimReply(output={"reply": reply}, input_tokens=1000, output_tokens=0, latency_s=0.1)
+    tokens = 5000 if "pricey" in case else 1000
+    return SimReply(output={"reply": reply}, input_tokens=tokens, output_tokens=0, latency_s=0.1)
 '''
 
 CHECKS_PY = """\

@@ -62,7 +62,7 @@ class Server:
                 return False
             self.port = int(info["port"])
             try:
-                return self.call("GET", "/api/health")["status"] == "ok"
+                return bool(self.call("GET", "/api/health")["status"] == "ok")
             except OSError:
                 return False
 

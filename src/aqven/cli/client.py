@@ -12,7 +12,6 @@ from typing import Any
 from aqven.errors import AqvenError, ServerError
 from aqven.server.lifecycle import HOST, ensure_server
 
-
 RECONNECTS = 2  # a read that finds the server gone starts it again (it resumes its series) and retries
 
 
@@ -29,17 +28,13 @@ class Client:
     def request(
         self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None, timeout: float = 600.0
     ) -> Any:
-        url = self.base + path
-        port = self.port
+        tail = path
         if query:
-            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+            tail += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         data = None if body is None else json.dumps(body).encode()
         for attempt in range(RECONNECTS + 1):
             req = urllib.request.Request(
-                url.replace(f"{HOST}:{port}", f"{HOST}:{self.port}", 1) if attempt else url,
-                data=data,
-                method=method,
-                headers={"content-type": "application/json"},
+                self.base + tail, data=data, method=method, headers={"content-type": "application/json"}
             )
             try:
                 with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -48,14 +43,13 @@ class Client:
             except urllib.error.HTTPError as exc:
                 raise _error_from(exc) from None
             except (urllib.error.URLError, OSError) as exc:
-                # The server died (a crash, a kill): a read is safe to repeat, so start the server again
-                # (it resumes its series) and retry. A write is not repeated: its effect is unknown.
+                # The server died (a crash, a kill): a read is safe to repeat, so start the server again (it
+                # resumes its series) and retry. A write is not repeated: whether it took effect is unknown.
                 if method != "GET" or not self.start or attempt == RECONNECTS:
                     raise ServerError(
                         f"cannot reach the project server at {self.base}: {exc}",
                         hint="see .aqven/server.log; `aqven serve` runs it in the foreground",
                     ) from None
-                port = self.port
                 self.port = ensure_server(self.root)
         raise AssertionError("unreachable")
 

@@ -160,6 +160,8 @@ class Engine:
             # A counted model failure or an infrastructure error; a project or code problem is infrastructure.
             outcome = outcome_class(exc.code) if isinstance(exc, ModelCallError) else "infra"
             return self._fail(run_id, exc.code, exc.message, outcome, exc.details.get("node_id"))
+        except Exception as exc:  # a defect of ours: the run fails as infrastructure, the server goes on
+            return self._fail(run_id, "ENGINE_ERROR", f"{type(exc).__name__}: {exc}", "infra", None)
         self.runs.append_event(
             run_id,
             "run_end",

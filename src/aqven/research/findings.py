@@ -7,6 +7,7 @@ a crash between the renames leaves a stale FINDINGS.md, which the next server st
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -87,7 +88,13 @@ def write_finding(root: Path, data: dict[str, Any]) -> Path:
 
 
 def regenerate(root: Path) -> bool:
-    """Rewrite FINDINGS.md from the finding files when it does not match them; True when it changed."""
+    """Rewrite FINDINGS.md from the finding files when it does not match them; True when it changed.
+
+    Run on server start, before any series is driven: temporary files a crash left behind are removed too.
+    """
+    for leftover in [root / f".{FINDINGS_MD}.tmp", *(root / "experiments").glob("*/findings/.*.yaml.tmp")]:
+        with contextlib.suppress(OSError):
+            leftover.unlink()
     text = render_findings_md(root, read_findings(root))
     md = root / FINDINGS_MD
     current = md.read_text(encoding="utf-8") if md.is_file() else None

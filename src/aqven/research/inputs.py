@@ -10,6 +10,7 @@ from aqven.project.loader import Project
 from aqven.project.paths import rel
 
 SKIP_PARTS = {"__pycache__", ".aqven", "findings"}
+NOTES = {"experiment.md", "README.md"}  # notes for people: editing them changes nothing a series runs on
 
 
 def _files(base: Path) -> list[Path]:
@@ -17,7 +18,11 @@ def _files(base: Path) -> list[Path]:
         return [base]
     if not base.is_dir():
         return []
-    return sorted(p for p in base.rglob("*") if p.is_file() and not (SKIP_PARTS & set(p.parts)) and p.suffix != ".pyc")
+    return sorted(
+        p
+        for p in base.rglob("*")
+        if p.is_file() and not (SKIP_PARTS & set(p.parts)) and p.suffix != ".pyc" and p.name not in NOTES
+    )
 
 
 def inputs_manifest(project: Project, experiment_id: str | None, dataset_id: str, *, simulated: bool) -> dict[str, str]:

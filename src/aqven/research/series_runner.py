@@ -44,6 +44,7 @@ class _Tally:
 
     spent: Decimal
     reserve: Decimal | None
+    closing: bool = False  # the 90% rule fired: start nothing more, pause once the running attempts finished
 
 
 def dec(text: str | None) -> Decimal:
@@ -197,9 +198,11 @@ class SeriesRunner:
             if tally.reserve is None:
                 if running:
                     break  # the first attempt runs alone: nothing has a price yet
-            elif tally.spent + tally.reserve * (len(running) + 1) >= PAUSE_AT * cap:
+            elif tally.closing or tally.spent + tally.reserve * (len(running) + 1) >= PAUSE_AT * cap:
+                # Near the cap: no new attempt starts; the running ones finish, then the series waits for a person.
+                tally.closing = True
                 if running:
-                    break  # let the running ones finish, then decide again
+                    break
                 self._pause_at_cap(s, tally.spent)
                 return True
             attempt = queue.pop(0)
@@ -213,7 +216,21 @@ class SeriesRunner:
 
     def _track(self, s: SeriesRow, attempt: AttemptRow, run_id: str, tally: _Tally) -> asyncio.Task[str]:
         async def run() -> str:
-            result, cost, outcome = await self._run_attempt(s, attempt, run_id)
+            try:
+                result, cost, outcome = await self._run_attempt(s, attempt, run_id)
+            except Exception as exc:  # a bug in one attempt must not stop the series: it is an infrastructure error
+                cost, result, outcome = dec(attempt.cost_usd), "done", "infra"
+                self._finish(
+                    s,
+                    attempt,
+                    outcome=outcome,
+                    value=None,
+                    code="CODE_ERROR",
+                    message=f"internal error: {type(exc).__name__}: {exc}",
+                    checks=[],
+                    cost=cost,
+                    unpriced=False,
+                )
             if result == "done":
                 tally.spent += cost - dec(attempt.cost_usd)  # its recorded cost already held an earlier try's
                 if outcome != "infra" or cost > 0:

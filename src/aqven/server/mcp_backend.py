@@ -182,7 +182,7 @@ class HttpBackend:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aqven-server")
         self._client: Future[Client] = self._pool.submit(Client, self.root)
 
-    def _call(self, fn: Callable[[Any], T]) -> T:
+    def _call(self, fn: Callable[[Any], T], *, idempotent: bool) -> T:
         from aqven.cli.client import Client
         from aqven.server.lifecycle import ensure_server, read_server
 
@@ -193,12 +193,14 @@ class HttpBackend:
             raise
         try:
             return fn(client)
-        except ServerError:
+        except ServerError as exc:
             info = read_server(self.root)
             if info is not None and info.get("healthy"):
-                raise  # the server runs: the request itself failed, and is not safe to send twice
-            client.port = ensure_server(self.root)
-            return fn(client)
+                raise  # the server runs: the request itself failed
+            client.port = ensure_server(self.root)  # it stopped since the last call: start it again
+            if idempotent or "Connection refused" in exc.message:  # a refused request never reached it
+                return fn(client)
+            raise
 
     async def _request(self, method: str, path: str, body: Any = None, **query: Any) -> Any:
         q = {k: ("true" if v is True else "false" if v is False else v) for k, v in query.items() if v is not None}
@@ -206,7 +208,8 @@ class HttpBackend:
         def send(client: Any) -> Any:
             return client.request(method, path, body, query=q or None)
 
-        return await anyio.to_thread.run_sync(functools.partial(self._call, send))
+        call = functools.partial(self._call, send, idempotent=method == "GET")
+        return await anyio.to_thread.run_sync(call)
 
     async def project(self) -> dict[str, Any]:
         out: dict[str, Any] = await self._request("GET", "/api/project")

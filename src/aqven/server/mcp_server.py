@@ -93,7 +93,7 @@ class HoldoutHidden(AqvenError):
 def ok(data: Any) -> CallToolResult:
     structured = to_jsonable_python(data)
     return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))],
+        content=[TextContent(type="text", text=json.dumps(structured, ensure_ascii=False, separators=(",", ":")))],
         structured_content=structured,
     )
 
