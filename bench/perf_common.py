@@ -12,6 +12,7 @@ import os
 import resource
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,9 @@ async def run_series_in_process(root: Path, attempts: int, *, poll_s: float = 50
     svc = ProjectService(root)
     started = time.perf_counter()
     out = await svc.series.start(
-        SeriesStartBody(experiment_id=EXPERIMENT, on="dev", cases=cases, repeats=repeats, simulate=True)
+        SeriesStartBody(
+            experiment_id=EXPERIMENT, on="dev", cases=cases, repeats=repeats, simulate=True, client_op_id=None
+        )
     )
     sid = out["series"]["series_id"]
     state = await svc.series.get(sid, wait_seconds=poll_s)
@@ -110,12 +113,12 @@ def peak_rss_mib_self() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def median(values: list[float]) -> float:
+def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 

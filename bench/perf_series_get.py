@@ -44,7 +44,9 @@ def build(root: Path, attempts: int) -> tuple[Any, str]:
     cases, repeats = pc.split_attempts(attempts)
     pc.write_tiny_project(root, cases=cases)
     svc = ProjectService(root)
-    body = SeriesStartBody(experiment_id=pc.EXPERIMENT, on="dev", cases=cases, repeats=repeats, simulate=True)
+    body = SeriesStartBody(
+        experiment_id=pc.EXPERIMENT, on="dev", cases=cases, repeats=repeats, simulate=True, client_op_id=None
+    )
     fields = prepare_series(svc.workspace(), svc.engine(), body)
     sid, _ = svc.series.store.create(**fields)
     done = int(attempts * 0.9)

@@ -37,7 +37,7 @@ MAIN, HELPER = "flows/main/flow.yaml", "flows/helper/flow.yaml"
 MAIN_IDS = ["classify", "enrich", "panel", "judge_1", "judge_2", "merge", "draft", "review", "finish"]
 
 # Seeded for CI; AQVEN_FUZZ_EXAMPLES=5000 AQVEN_FUZZ_RANDOM=1 pytest ... for a longer, random hunt.
-EXAMPLES = int(os.environ.get("AQVEN_FUZZ_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("AQVEN_FUZZ_EXAMPLES", "120"))
 SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
