@@ -236,6 +236,7 @@ class SeriesStore:
             )
 
     def _attempt(self, row: sqlite3.Row) -> AttemptRow:
+        # Rows come from our own schema: skip validation (a 10,000-attempt series is read per snapshot).
         return AttemptRow(
             series_id=row["series_id"],
             idx=row["idx"],
@@ -251,7 +252,7 @@ class SeriesStore:
             value=row["value"],
             error_code=row["error_code"],
             error_message=row["error_message"],
-            checks=_l(row["checks"]),
+            checks_json=row["checks"],
             cost_usd=row["cost_usd"],
             unpriced=bool(row["unpriced"]),
             reruns=row["reruns"],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -64,7 +66,10 @@ class SeriesRow(BaseModel):
     active_since: float | None
 
 
-class AttemptRow(BaseModel):
+@dataclass(slots=True)
+class AttemptRow:
+    """One attempt as stored. A plain dataclass: a snapshot of a 10,000-attempt series reads every row."""
+
     series_id: str
     idx: int
     case_name: str
@@ -79,10 +84,14 @@ class AttemptRow(BaseModel):
     value: float | None
     error_code: str | None
     error_message: str | None
-    checks: list[dict[str, Any]] | None
+    checks_json: str | None  # parsed on demand by `checks`: most readers never look at it
     cost_usd: str | None
     unpriced: bool
     reruns: int
     started_at: str | None
     ended_at: str | None
     active_at_end: float | None
+
+    @property
+    def checks(self) -> list[dict[str, Any]] | None:
+        return None if self.checks_json is None else list(json.loads(self.checks_json))
