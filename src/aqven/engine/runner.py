@@ -80,8 +80,6 @@ class Engine:
         """Compile and check that the run can start; raises before anything runs."""
         flow = self.compile_for(request)
         top = flow.top_ids()
-        start = top.index(request.from_node) if request.from_node else 0
-        end = top.index(request.to_node) if request.to_node else len(top) - 1
         for name, node_id in (("from", request.from_node), ("to", request.to_node)):
             if node_id is not None and node_id not in top:
                 raise RunInputError(
@@ -89,6 +87,8 @@ class Engine:
                     code="RANGE_INVALID",
                     hint=f"top-level nodes: {', '.join(top)}",
                 )
+        start = top.index(request.from_node) if request.from_node else 0
+        end = top.index(request.to_node) if request.to_node else len(top) - 1
         if start > end:
             raise RunInputError(
                 f"range {request.from_node}..{request.to_node} is empty: 'from' comes after 'to'",
