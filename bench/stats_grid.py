@@ -36,8 +36,9 @@ visibly.
 
     .venv/bin/python bench/stats_grid.py            # the full grid → docs/figures/ (about 10 min on 2 cores)
     .venv/bin/python bench/stats_grid.py --quick    # a small grid → bench/out/ (about a minute)
+    .venv/bin/python bench/stats_grid.py --recheck-top 10 --sims 20000 --base-seed 7
+                # the 10 cells of each kind with the largest one-sided miss again, with new series
     .venv/bin/python bench/stats_grid.py --cell one_rate,p=0.97,n=100,r=20,rho=0.3 --sims 20000 --base-seed 7
-                                                    # one cell again, with more series and another seed
     options: --sims N (series per cell), --jobs N (processes), --out DIR, --only one_rate|paired, --no-plot,
              --from-csv (summary and plot from the CSVs in the output folder, no simulation)
 
@@ -383,7 +384,8 @@ def _indexed(item: tuple[int, tuple[Cell, int, float, int]]) -> tuple[int, dict[
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=[k for k in rows[0] if k != "seconds"], extrasaction="ignore")
+        keys = [k for k in dict.fromkeys(k for row in rows for k in row) if k != "seconds"]
+        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         for row in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
@@ -555,26 +557,37 @@ def parse_cell(spec: str) -> Cell:
         raise SystemExit(f"--cell {spec!r}: needs p=, n=, r= (and rho=, c=, diff=): {exc}") from exc
 
 
-def recheck(specs: Sequence[str], sims: int, jobs: int, base_seed: int) -> int:
+def cell_spec(row: dict[str, Any]) -> str:
+    spec = f"{row['kind']},p={row['p']},n={row['n']},r={row['r']},rho={row['rho']}"
+    return spec + (f",c={row['c']},diff={row['diff']}" if row["kind"] == "paired" else "")
+
+
+def recheck(specs: Sequence[str], sims: int, jobs: int, base_seed: int, path: Path) -> int:
     """Selected cells again, with more series or another seed; one-sided misses with 95% Clopper–Pearson."""
     cells = [parse_cell(s) for s in specs]
     rows = run_grid(cells, sims, min(jobs, len(cells)), base_seed)
     for row in rows:
-        k_low = round(row["p_true_below_low"] * sims)
-        k_high = round(row["p_true_above_high"] * sims)
+        for side in ("p_true_below_low", "p_true_above_high"):
+            lo, hi = _cp(round(row[side] * sims), sims)
+            row[f"{side}_cp_low"], row[f"{side}_cp_high"] = lo, hi
+    write_csv(rows, path)
+    print(f"→ {path}")
+    for row in rows:
         print(
             f"{row['kind']} {describe(row)}: {sims} series (seed {row['seed']}): coverage {row['coverage']:.4f}; "
-            f"P(truth < low) {row['p_true_below_low']:.4f} [{_cp(k_low, sims)}], "
-            f"P(truth > high) {row['p_true_above_high']:.4f} [{_cp(k_high, sims)}]; "
+            f"P(truth < low) {row['p_true_below_low']:.4f} [{row['p_true_below_low_cp_low']:.4f}–"
+            f"{row['p_true_below_low_cp_high']:.4f}], "
+            f"P(truth > high) {row['p_true_above_high']:.4f} [{row['p_true_above_high_cp_low']:.4f}–"
+            f"{row['p_true_above_high_cp_high']:.4f}]; "
             f"median width ÷ oracle {row['ratio_median']:.3f}"
         )
     return 0
 
 
-def _cp(k: int, n: int) -> str:
+def _cp(k: int, n: int) -> tuple[float, float]:
     lo = 0.0 if k == 0 else float(scipy.stats.beta.ppf(0.025, k, n - k + 1))
     hi = 1.0 if k == n else float(scipy.stats.beta.ppf(0.975, k + 1, n - k))
-    return f"{lo:.4f}–{hi:.4f}"
+    return lo, hi
 
 
 def main() -> int:
@@ -595,12 +608,24 @@ def main() -> int:
         help="measure only this cell again, e.g. one_rate,p=0.97,n=100,r=20,rho=0.3 or "
         "paired,p=0.5,n=10,r=1,rho=0.9,c=0.9,diff=-0.02 (repeatable; use with --sims and --base-seed)",
     )
+    parser.add_argument(
+        "--recheck-top",
+        type=int,
+        default=0,
+        metavar="K",
+        help="measure again the K cells of each kind with the largest one-sided miss in the CSVs of the output "
+        "folder (use with --sims and --base-seed); writes coverage_recheck.csv there",
+    )
     parser.add_argument("--base-seed", type=int, default=BASE_SEED, help=f"seed of every cell's stream ({BASE_SEED})")
     args = parser.parse_args()
-    if args.cell:
-        return recheck(args.cell, args.sims, args.jobs, args.base_seed)
-    grid = QUICK if args.quick else FULL
     out = args.out or (ROOT / ("bench/out" if args.quick else "docs/figures"))
+    if args.cell or args.recheck_top:
+        specs = list(args.cell)
+        for kind in ("one_rate", "paired") if args.recheck_top else ():
+            ranked = sorted(read_csv(out / f"coverage_{kind}.csv"), key=lambda r: -r["worst_one_sided"])
+            specs += [cell_spec(r) for r in ranked[: args.recheck_top]]
+        return recheck(specs, args.sims, args.jobs, args.base_seed, out / "coverage_recheck.csv")
+    grid = QUICK if args.quick else FULL
     kinds = [args.only] if args.only else ["one_rate", "paired"]
     started = time.perf_counter()
     results: dict[str, list[dict[str, Any]]] = {}
