@@ -64,3 +64,11 @@ def showcase(tmp_path: Path) -> Iterator[Path]:
     root = init_project(tmp_path / "lumen", "lumen")
     yield root
     stop_server(root)
+
+
+@pytest.fixture
+def tiny_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The series tests' tiny project environment (see test_series_kit.tiny_environment)."""
+    from test_series_kit import tiny_environment
+
+    return tiny_environment(monkeypatch, tmp_path)

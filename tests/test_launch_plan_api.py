@@ -5,17 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
 from aqven.project.init import init_project
-from test_series_kit import case_names, client_for, tiny_environment, write_tiny
-
-
-@pytest.fixture
-def tiny_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    return tiny_environment(monkeypatch, tmp_path)
-
+from test_series_kit import case_names, client_for, write_tiny
 
 # The response of the spec ("How to run experiments and series as an agent", Example), for package lumen.
 SPEC_PLAN: dict[str, Any] = {

@@ -17,15 +17,9 @@ from test_series_kit import (
     runs_of,
     settle,
     start,
-    tiny_environment,
     wait_until,
     write_tiny,
 )
-
-
-@pytest.fixture
-def tiny_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    return tiny_environment(monkeypatch, tmp_path)
 
 
 def test_cancel_lets_running_attempts_finish_and_starts_nothing_more(

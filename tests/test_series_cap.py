@@ -21,15 +21,9 @@ from test_series_kit import (
     runs_of,
     settle,
     start,
-    tiny_environment,
     wait_until,
     write_tiny,
 )
-
-
-@pytest.fixture
-def tiny_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    return tiny_environment(monkeypatch, tmp_path)
 
 
 def test_first_attempt_runs_alone_then_side_by_side(

@@ -15,15 +15,9 @@ from test_series_kit import (
     runs_of,
     settle,
     start,
-    tiny_environment,
     wait_until,
     write_tiny,
 )
-
-
-@pytest.fixture
-def tiny_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    return tiny_environment(monkeypatch, tmp_path)
 
 
 def test_a_prompt_edited_while_the_series_runs_makes_it_invalid_without_a_finding(

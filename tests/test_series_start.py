@@ -19,14 +19,8 @@ from test_series_kit import (
     rows,
     settle,
     start,
-    tiny_environment,
     write_tiny,
 )
-
-
-@pytest.fixture
-def tiny_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    return tiny_environment(monkeypatch, tmp_path)
 
 
 @pytest.fixture

@@ -17,16 +17,9 @@ from test_series_kit import (
     get,
     settle,
     start,
-    tiny_environment,
     wait_until,
     write_tiny,
 )
-
-
-@pytest.fixture
-def tiny_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    return tiny_environment(monkeypatch, tmp_path)
-
 
 # ---- eta ----------------------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 def local(request):
-    return 'x'
+    return "x"
 
 
 def hot(request):
-    return 'x'
+    return "x"

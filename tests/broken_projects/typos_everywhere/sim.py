@@ -1,2 +1,2 @@
 def writer(request):
-    return 'ok'
+    return "ok"

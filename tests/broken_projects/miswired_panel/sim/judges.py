@@ -1,2 +1,2 @@
 def judge(request):
-    return {'score': 0.5}
+    return {"score": 0.5}

@@ -1,2 +1,2 @@
 def cut(text, max_words):
-    return ' '.join(text.split()[:max_words])
+    return " ".join(text.split()[:max_words])

@@ -1,2 +1,2 @@
 def combine(strict, lenient, extra=None):
-    return {'score': (strict + lenient) / 2}
+    return {"score": (strict + lenient) / 2}
