@@ -28,7 +28,7 @@ such rows. A caller turns no data into the verdict ``invalid`` (reason ``no_data
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -95,12 +95,7 @@ def one_rate(cells: Cells, level: float = 0.95) -> Interval:
 
     Raises `NoData` when no case has a counted attempt, `ValueError` on passes outside ``[0, r_i]``.
     """
-    y, r = _arrays(cells)
-    n, total = _counts(r)
-    if n == 0:
-        raise NoData("no case has a counted attempt")
-    est, low, high = one_rate_batch(y[None, :], r[None, :], level)
-    return Interval(float(est[0]), float(low[0]), float(high[0]), n, total)
+    return _single(one_rate_batch, cells, level)
 
 
 def one_rate_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, Floats, Floats]:
@@ -215,18 +210,25 @@ def _case_correlation(ya: Floats, ra: Floats, yb: Floats, rb: Floats, both: NDAr
     return out
 
 
+def _single(
+    batch: Callable[[Floats, Floats, float], tuple[Floats, Floats, Floats]], cells: Cells, level: float
+) -> Interval:
+    """One series through a batch function (every interval is computed by the same vectorised code)."""
+    y, r = _arrays(cells)
+    n, total = _counts(r)
+    if n == 0:
+        raise NoData("no case has a counted attempt")
+    est, low, high = batch(y[None, :], r[None, :], level)
+    return Interval(float(est[0]), float(low[0]), float(high[0]), n, total)
+
+
 # ---- negative controls ----------------------------------------------------------------------------
 
 
 def naive_wilson(cells: Cells, level: float = 0.95) -> Interval:
     """Wilson's interval on all attempts as if they were independent. A negative control: too narrow
     when cases differ, because repeats of one case are correlated. Not for deciding anything."""
-    y, r = _arrays(cells)
-    n, total = _counts(r)
-    if n == 0:
-        raise NoData("no case has a counted attempt")
-    est, low, high = naive_wilson_batch(y[None, :], r[None, :], level)
-    return Interval(float(est[0]), float(low[0]), float(high[0]), n, total)
+    return _single(naive_wilson_batch, cells, level)
 
 
 def naive_wilson_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, Floats, Floats]:
@@ -246,12 +248,7 @@ def naive_wilson_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Float
 def clustered_wald(cells: Cells, level: float = 0.95) -> Interval:
     """``p̂ ± z·√V`` with the clustered (per-case) variance, clipped to [0, 1]. A negative control:
     it collapses to a zero-width interval when every attempt passes, and undercovers near 0 and 1."""
-    y, r = _arrays(cells)
-    n, total = _counts(r)
-    if n == 0:
-        raise NoData("no case has a counted attempt")
-    est, low, high = clustered_wald_batch(y[None, :], r[None, :], level)
-    return Interval(float(est[0]), float(low[0]), float(high[0]), n, total)
+    return _single(clustered_wald_batch, cells, level)
 
 
 def clustered_wald_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, Floats, Floats]:
