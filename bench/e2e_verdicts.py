@@ -401,7 +401,9 @@ def main() -> int:
         for k in ("ru_utime", "ru_stime")
     )
     print(
-        f"\n==== summary: {len(rows)} series, {attempts} attempts in {wall:.0f} s "
+        f"\n==== summary: {len(rows)} series, {attempts} attempts (summarised again from {series_csv}) ===="
+        if args.from_csv
+        else f"\n==== summary: {len(rows)} series, {attempts} attempts in {wall:.0f} s "
         f"({attempts / wall:.0f} attempts/s on {jobs} process(es); CPU {cpu:.0f} s; load average "
         f"{os.getloadavg()[0]:.2f}) ===="
     )
