@@ -34,7 +34,7 @@ pairs, Newcombe's square-and-add over naive Wilson without the correlation term)
 (`clustered_wald_batch`; for pairs, d ± z·√V on the per-case residual differences). They must fail
 visibly.
 
-    .venv/bin/python bench/stats_grid.py            # the full grid → docs/figures/ (about 10 min on 2 cores)
+    .venv/bin/python bench/stats_grid.py            # the full grid → docs/figures/ (560 s of CPU in all)
     .venv/bin/python bench/stats_grid.py --quick    # a small grid → bench/out/ (about a minute)
     .venv/bin/python bench/stats_grid.py --recheck-top 10 --sims 20000 --base-seed 7
                 # the 10 cells of each kind with the largest one-sided miss again, with new series
