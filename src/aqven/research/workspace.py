@@ -24,7 +24,11 @@ class Workspace:
 
     @classmethod
     def load(cls, root: Path) -> Workspace:
-        project = load_project(root)
+        return cls.of(load_project(root))
+
+    @classmethod
+    def of(cls, project: Project) -> Workspace:
+        """The workspace of an already loaded project (its experiments are read now)."""
         experiments, diagnostics = load_experiments(project)
         return cls(project=project, experiments=experiments, load_diagnostics=diagnostics)
 
@@ -58,8 +62,8 @@ def check_workspace(root: Path) -> tuple[Workspace, list[Diagnostic]]:
     """`aqven check`: project files, flows, experiments (and their findings)."""
     from aqven.research.findings_check import check_findings
 
-    _project, diagnostics = check_project(root)
-    ws = Workspace.load(root)
+    project, diagnostics = check_project(root)
+    ws = Workspace.of(project)  # the project check_project loaded: read the files once
     diagnostics = list(diagnostics) + ws.load_diagnostics
     for exp in ws.experiments.values():
         diagnostics += check_experiment(ws.project, exp, ws.experiments)

@@ -16,7 +16,8 @@ from typing import Any, Protocol, TypeVar
 
 import anyio.to_thread
 
-from aqven.errors import AqvenError, NotFoundError, RunInputError, ServerError
+from aqven.errors import AqvenError, ServerError
+from aqven.project.cases import find_case
 from aqven.project.schema import Case
 
 T = TypeVar("T")
@@ -43,29 +44,6 @@ class Backend(Protocol):
     async def run_events(self, run_id: str, after: int, limit: int) -> list[dict[str, Any]]: ...
     async def run_node(self, run_id: str, node_id: str) -> dict[str, Any]: ...
     def find_case(self, case_name: str, dataset_id: str | None) -> tuple[str, Case]: ...
-
-
-def find_case_in(datasets: dict[str, Any], case_name: str, dataset_id: str | None) -> tuple[str, Case]:
-    """The (dataset id, case) a run names, with the REST API's errors when there is none or several."""
-    if dataset_id is not None and dataset_id not in datasets:
-        raise NotFoundError(
-            f"no dataset {dataset_id!r}", code="DATASET_NOT_FOUND", hint=f"datasets: {', '.join(datasets) or 'none'}"
-        )
-    scope = {dataset_id: datasets[dataset_id]} if dataset_id is not None else datasets
-    hits = [(d_id, c) for d_id, d in scope.items() if d is not None for c in d.cases if c.name == case_name]
-    if not hits:
-        raise NotFoundError(
-            f"no case {case_name!r}" + (f" in dataset {dataset_id!r}" if dataset_id else ""),
-            code="CASE_NOT_FOUND",
-            hint="working (dev) cases are listed by get_dataset",
-        )
-    if len(hits) > 1:
-        raise RunInputError(
-            f"case {case_name!r} is in several datasets: {', '.join(h[0] for h in hits)}",
-            code="CASE_AMBIGUOUS",
-            hint="name the dataset with dataset_id",
-        )
-    return hits[0]
 
 
 # ---- in the project server ------------------------------------------------------------------------------------
@@ -160,7 +138,7 @@ class ServiceBackend:
         return run_node(run_id, node_id, svc=self.svc).model_dump(mode="json")
 
     def find_case(self, case_name: str, dataset_id: str | None) -> tuple[str, Case]:
-        return find_case_in(dict(self.svc.project().datasets), case_name, dataset_id)
+        return find_case(self.svc.project().datasets, case_name, dataset_id)
 
 
 # ---- over HTTP (aqven mcp) ------------------------------------------------------------------------------------
@@ -289,4 +267,4 @@ class HttpBackend:
         """Read from the project's files on this computer: the REST API never lists held-out cases."""
         from aqven.project.loader import load_project
 
-        return find_case_in(dict(load_project(self.root).datasets), case_name, dataset_id)
+        return find_case(load_project(self.root).datasets, case_name, dataset_id)

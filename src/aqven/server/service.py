@@ -15,6 +15,7 @@ from typing import Any
 
 from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError, RunInputError, StateConflictError
+from aqven.project.cases import find_case
 from aqven.project.conform import violation
 from aqven.project.loader import Project
 from aqven.project.local import simulate_enabled
@@ -38,6 +39,8 @@ def _fingerprint(root: Path) -> tuple[tuple[str, float, int], ...]:
         base = root / name
         paths = [base] if base.is_file() else (sorted(base.rglob("*")) if base.is_dir() else [])
         for p in paths:
+            if (name == "experiments" and "findings" in p.relative_to(base).parts[1:2]) or "__pycache__" in p.parts:
+                continue  # written by the server itself: a new finding is no reason to reload the project
             with contextlib.suppress(OSError):
                 st = p.stat()
                 items.append((str(p), st.st_mtime, st.st_size))
@@ -80,28 +83,7 @@ class ProjectService:
         return self._engine[1]
 
     def find_case(self, case_name: str, dataset_id: str | None) -> tuple[str, Case]:
-        project = self.project()
-        datasets = {dataset_id: project.datasets.get(dataset_id)} if dataset_id else dict(project.datasets)
-        if dataset_id and datasets[dataset_id] is None:
-            raise NotFoundError(
-                f"no dataset {dataset_id!r}",
-                code="DATASET_NOT_FOUND",
-                hint=f"datasets: {', '.join(project.datasets) or 'none'}",
-            )
-        hits = [(d_id, c) for d_id, d in datasets.items() if d for c in d.cases if c.name == case_name]
-        if not hits:
-            raise NotFoundError(
-                f"no case {case_name!r}" + (f" in dataset {dataset_id!r}" if dataset_id else ""),
-                code="CASE_NOT_FOUND",
-                hint="case names are listed by GET /api/datasets/{id}",
-            )
-        if len(hits) > 1:
-            raise RunInputError(
-                f"case {case_name!r} is in several datasets: {', '.join(h[0] for h in hits)}",
-                code="CASE_AMBIGUOUS",
-                hint="name the dataset with --dataset",
-            )
-        return hits[0]
+        return find_case(self.project().datasets, case_name, dataset_id)
 
     # ---- runs ----
 
