@@ -1,16 +1,15 @@
-"""series_get at 1k / 10k / 100k attempts: today's snapshot against the same figures from SQL aggregates.
+"""series_get at 1k / 10k / 100k attempts: the snapshot from SQL aggregates, against loading every attempt row.
 
 No attempt runs: for each size the script writes the tiny project (bench/perf_common.py), creates the series the way
 SeriesService.start does (prepare_series + SeriesStore.create, without starting its driver), then marks 90% of the
 attempts done with what a finished attempt holds (outcome pass, value 1, its check result JSON, cost, active time)
 and leaves the series running, so series_get computes a provisional verdict, as while a series runs.
 
-It times (a) `SeriesService.get` as it is today — SeriesStore.attempts() loads every attempt as an AttemptRow,
-then series_view.snapshot() walks them — and (b) a prototype `aggregate_view` below that reads the same numbers
-(progress, spend, eta, matrix, the verdict's per-case cells) with GROUP BY queries, and checks that both agree.
-The prototype is a proposal for research/series_view.py and store/series.py, which this bench does not change.
+It times `SeriesService.get` (store/series_tally.py aggregates, then series_view.snapshot), the same with
+include_cases, and, as the floor of what series_get cost before the aggregates (it loaded every attempt as an
+AttemptRow and walked them), `SeriesStore.attempts()` plus one walk.
 
-With --plan it only times what SeriesStore.get() spends parsing the plan at each size.
+With --plan it only times what parsing a series' plan costs at each size (SeriesStore now parses it once).
 
     .venv/bin/python bench/perf_series_get.py [--sizes 1000,10000,100000] [--repeat 5] [--plan]
 """
@@ -24,7 +23,6 @@ import os
 import sys
 import tempfile
 import time
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -62,109 +60,44 @@ def build(root: Path, attempts: int) -> tuple[Any, str]:
     return svc, sid
 
 
-def aggregate_view(db: Any, series_id: str, now_active: float) -> dict[str, Any]:
-    """What snapshot() needs, from GROUP BY queries: no AttemptRow, no JSON parsing of checks."""
-    rows = db.query(
-        "SELECT variant_id, status, outcome, COUNT(*) AS n, SUM(reruns) AS reruns, SUM(COALESCE(value, 0)) AS v"
-        " FROM attempts WHERE series_id=? GROUP BY variant_id, status, outcome",
-        (series_id,),
-    )
-    progress = {
-        "attempts": 0,
-        "done": 0,
-        "running": 0,
-        "queued": 0,
-        "counted": 0,
-        "model_failures": 0,
-        "infra_errors": 0,
-        "reruns": 0,
-    }
-    matrix: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        m = matrix.setdefault(
-            r["variant_id"],
-            {"attempts": 0, "done": 0, "counted": 0, "passes": 0.0, "model_failures": 0, "infra_errors": 0},
-        )
-        progress["attempts"] += r["n"]
-        progress["reruns"] += r["reruns"]
-        m["attempts"] += r["n"]
-        if r["status"] in ("running", "queued"):
-            progress[r["status"]] += r["n"]
-        if r["status"] != "done":
-            continue
-        progress["done"] += r["n"]
-        m["done"] += r["n"]
-        if r["outcome"] in COUNTED:
-            progress["counted"] += r["n"]
-            m["counted"] += r["n"]
-            m["passes"] += r["v"]
-        if r["outcome"] == "model_failure":
-            progress["model_failures"] += r["n"]
-            m["model_failures"] += r["n"]
-        if r["outcome"] == "infra":
-            progress["infra_errors"] += r["n"]
-            m["infra_errors"] += r["n"]
-    # Money is TEXT holding a Decimal: group equal amounts in SQL, add them exactly in Python.
-    spend = Decimal(0)
-    for r in db.query(
-        "SELECT cost_usd, COUNT(*) AS n FROM attempts WHERE series_id=? AND status!='running' GROUP BY cost_usd",
-        (series_id,),
-    ):
-        spend += Decimal(r["cost_usd"] or "0") * r["n"]
-    eta = db.query_one(
-        "SELECT COUNT(*) AS n, MIN(active_at_end) AS first, SUM(active_at_end >= ?) AS recent FROM attempts"
-        " WHERE series_id=? AND status='done' AND active_at_end IS NOT NULL",
-        (now_active - 300.0, series_id),
-    )
-    cells = db.query(
-        "SELECT variant_id, case_name, SUM(COALESCE(value, 0)) AS passes, COUNT(*) AS n FROM attempts"
-        " WHERE series_id=? AND status='done' AND outcome IN ('pass', 'fail', 'model_failure')"
-        " GROUP BY variant_id, case_name",
-        (series_id,),
-    )
-    return {
-        "progress": progress,
-        "matrix": matrix,
-        "spend": spend,
-        "eta_rows": dict(eta) if eta else None,
-        "cells": len(cells),
-    }
+def row_by_row(svc: Any, sid: str) -> int:
+    """What series_get did before it read aggregates: load every attempt and walk it (the walk is a count here,
+    so this is a lower bound of the old cost)."""
+    rows = svc.series.store.attempts(sid)
+    return sum(1 for a in rows if a.status == "done" and a.outcome in COUNTED)
 
 
 async def measure(attempts: int, repeat: int, tmp: Path) -> dict[str, Any]:
-    from aqven.research.series_runner import active_now
-
     svc, sid = build(tmp / f"p{attempts}", attempts)
-    today: list[float] = []
-    today_cpu: list[float] = []
-    snap: dict[str, Any] = {}
-    for _ in range(repeat):
-        t, c = time.perf_counter(), time.process_time()
-        snap = await svc.series.get(sid)
-        today.append((time.perf_counter() - t) * 1000)
-        today_cpu.append((time.process_time() - c) * 1000)
-    agg: list[float] = []
-    agg_cpu: list[float] = []
-    view: dict[str, Any] = {}
-    for _ in range(repeat):
-        t, c = time.perf_counter(), time.process_time()
-        s = svc.series.store.get(sid)
-        view = aggregate_view(svc.db, sid, active_now(s))
-        agg.append((time.perf_counter() - t) * 1000)
-        agg_cpu.append((time.process_time() - c) * 1000)
-    assert view["progress"] == snap["progress"], (view["progress"], snap["progress"])
-    assert str(view["spend"]) == snap["spend"]["usd"] or view["spend"] == Decimal(snap["spend"]["usd"])
-    row = snap["matrix"][0]
-    mine = view["matrix"][row["variant"]]
-    assert (mine["done"], mine["counted"], round(mine["passes"], 6)) == (row["done"], row["counted"], row["passes"])
+
+    async def timed(call: Any) -> tuple[float, float]:
+        walls: list[float] = []
+        cpus: list[float] = []
+        for _ in range(repeat):
+            t, c = time.perf_counter(), time.process_time()
+            result = call()
+            if asyncio.iscoroutine(result):
+                await result
+            walls.append((time.perf_counter() - t) * 1000)
+            cpus.append((time.process_time() - c) * 1000)
+        return pc.median(walls), pc.median(cpus)
+
+    snap = await svc.series.get(sid)
+    assert snap["progress"]["done"] == int(attempts * 0.9), snap["progress"]
+    assert snap["progress"]["counted"] == row_by_row(svc, sid)
+    get_ms, get_cpu = await timed(lambda: svc.series.get(sid))
+    cases_ms, cases_cpu = await timed(lambda: svc.series.get(sid, include_cases=True))
+    rows_ms, rows_cpu = await timed(lambda: row_by_row(svc, sid))
     size = sum(p.stat().st_size for p in (tmp / f"p{attempts}" / ".aqven").glob("aqven.sqlite*"))
     await svc.shutdown()
     return {
         "attempts": attempts,
-        "today_ms": pc.median(today),
-        "today_cpu_ms": pc.median(today_cpu),
-        "agg_ms": pc.median(agg),
-        "agg_cpu_ms": pc.median(agg_cpu),
+        "get_ms": get_ms,
+        "get_cpu_ms": get_cpu,
+        "cases_ms": cases_ms,
+        "cases_cpu_ms": cases_cpu,
+        "rows_ms": rows_ms,
+        "rows_cpu_ms": rows_cpu,
         "db_mib": size / 2**20,
     }
 
@@ -206,17 +139,20 @@ def main() -> None:
         plan_parse([int(x) for x in args.sizes.split(",")])
         return
     print(f"load avg {os.getloadavg()[0]:.2f}; medians of {args.repeat} calls; series running, 90% of attempts done")
-    print("| attempts | series_get today: wall ms | CPU ms | SQL aggregates (prototype): wall ms | CPU ms | speed-up |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| attempts | series_get wall ms | CPU ms | with include_cases wall ms | CPU ms "
+        "| load + walk every attempt row (the old floor) wall ms | CPU ms | old floor / series_get (CPU) |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.sizes.split(",")):
             r = asyncio.run(measure(n, args.repeat, Path(tmp)))
             print(
-                f"| {n:,} | {r['today_ms']:.1f} | {r['today_cpu_ms']:.1f} | {r['agg_ms']:.1f} | "
-                f"{r['agg_cpu_ms']:.1f} | ×{r['today_cpu_ms'] / max(r['agg_cpu_ms'], 1e-6):.0f} (CPU) |",
+                f"| {n:,} | {r['get_ms']:.1f} | {r['get_cpu_ms']:.1f} | {r['cases_ms']:.1f} | {r['cases_cpu_ms']:.1f} "
+                f"| {r['rows_ms']:.1f} | {r['rows_cpu_ms']:.1f} "
+                f"| ×{r['rows_cpu_ms'] / max(r['get_cpu_ms'], 1e-6):.1f} |",
                 flush=True,
             )
-
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from decimal import Decimal
 from typing import Any
 
 from aqven import ENGINE_VERSION
@@ -15,40 +14,33 @@ from aqven.research.workspace import Workspace
 from aqven.store.runs import RunStore, now_iso
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import AttemptRow, SeriesRow
+from aqven.store.series_tally import COUNTED, SeriesTally, read_tally
 
-COUNTED = ("pass", "fail", "model_failure")
 
-
-def case_cells(s: SeriesRow, attempts: list[AttemptRow]) -> dict[str, list[CaseCell]]:
+def case_cells(s: SeriesRow, tally: SeriesTally) -> dict[str, list[CaseCell]]:
     """Per variant, per case (in plan order): (case, passes, counted attempts)."""
-    tally: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0])
-    for a in attempts:
-        if a.status == "done" and a.outcome in COUNTED:
-            t = tally[(a.variant_id, a.case_name)]
-            t[0] += a.value or 0.0
-            t[1] += 1
-    return {
-        v: [(c, tally[(v, c)][0], int(tally[(v, c)][1])) for c in s.plan.cases if (v, c) in tally]
-        for v in s.plan.variants
-    }
+    out: dict[str, list[CaseCell]] = {}
+    for v in s.plan.variants:
+        mine = tally.cells.get(v, {})
+        out[v] = [(c, mine[c][0], mine[c][1]) for c in s.plan.cases if c in mine]
+    return out
 
 
 def compute_verdict(
-    s: SeriesRow, attempts: list[AttemptRow], *, provisional: bool, inputs_changed: bool = False
+    s: SeriesRow, tally: SeriesTally, *, provisional: bool, inputs_changed: bool = False
 ) -> dict[str, Any] | None:
     q = s.plan.question
     if s.kind == "look" or q.get("kind") == "look":
         return None
-    done = [a for a in attempts if a.status == "done"]
-    infra = sum(a.outcome == "infra" for a in done)
+    total = tally.total
     reason = invalid_reason_for(
         cancelled=s.status == "cancelled",
         stopped_at_cap=s.stop_reason == "stopped_at_cap",
         inputs_changed=inputs_changed,
-        infra_errors=infra,
-        attempts=len(done),
+        infra_errors=total.infra_errors,
+        attempts=total.done,
     )
-    if provisional and reason == "infra_errors" and len(done) < 20:
+    if provisional and reason == "infra_errors" and total.done < 20:
         reason = None  # too early to call a handful of errors more than 5%
     question = QuestionSpec(
         kind=q["kind"],
@@ -59,7 +51,7 @@ def compute_verdict(
         baseline=q.get("baseline"),
         variant=q.get("variant"),
     )
-    cells = case_cells(s, attempts)
+    cells = case_cells(s, tally)
     if provisional and not any(n for rows in cells.values() for _c, _p, n in rows):
         return None  # nothing counted yet: no provisional verdict to show
     counted_cases = {c for rows in cells.values() for c, _p, n in rows if n}
@@ -79,24 +71,6 @@ def compute_verdict(
         scope=scope,
     )
     return verdict.to_json()
-
-
-def spend_of(attempts: list[AttemptRow], runs: RunStore | None = None) -> tuple[Decimal, int]:
-    """(dollars spent, attempts with an unpriced call). Running attempts count what their runs spent so far."""
-    total = Decimal(0)
-    unpriced = 0
-    for a in attempts:
-        if a.status == "running" and runs is not None and a.run_id:
-            try:
-                record = runs.get(a.run_id)
-            except Exception:  # a run row not written yet: nothing spent
-                continue
-            total += Decimal(a.cost_usd or "0") + Decimal(record.cost_usd)
-            unpriced += int(record.unpriced_calls > 0)
-        else:
-            total += Decimal(a.cost_usd or "0")
-            unpriced += int(a.unpriced)
-    return total, unpriced
 
 
 def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) -> SeriesRow:
@@ -128,7 +102,8 @@ def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) 
     # that dies in between leaves the series running, and the next start decides it again (the finding is
     # written once: a second write finds the file and keeps it).
     ended = s.model_copy(update={"status": status, "ended_at": fields["ended_at"], "error": fields.get("error")})
-    verdict = compute_verdict(ended, attempts, provisional=False, inputs_changed=changed)
+    tally = read_tally(store.db, series_id)
+    verdict = compute_verdict(ended, tally, provisional=False, inputs_changed=changed)
     if verdict is not None and status == "failed":
         verdict["verdict"] = "invalid"
     fields["verdict"] = verdict
@@ -140,18 +115,23 @@ def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) 
         and verdict["verdict"] != "invalid"
         and ended.experiment_id is not None
     ):
-        path = write_finding(ws.project.root, finding_data(ws, ended, attempts, runs, verdict))
+        path = write_finding(ws.project.root, finding_data(ws, ended, attempts, tally, runs, verdict))
         fields["finding"] = str(path.relative_to(ws.project.root))
     store.update(series_id, **fields)
     return store.get(series_id)
 
 
 def finding_data(
-    ws: Workspace, s: SeriesRow, attempts: list[AttemptRow], runs: RunStore, verdict: dict[str, Any]
+    ws: Workspace,
+    s: SeriesRow,
+    attempts: list[AttemptRow],
+    tally: SeriesTally,
+    runs: RunStore,
+    verdict: dict[str, Any],
 ) -> dict[str, Any]:
     assert s.experiment_id is not None
     exp = ws.experiment(s.experiment_id)
-    spent, unpriced = spend_of(attempts)
+    spent, unpriced = tally.total.spend, tally.unpriced_settled  # a decided series has no running attempt
     done = [a for a in attempts if a.status == "done"]
     infra = [a for a in done if a.outcome == "infra"]
     codes: dict[str, int] = defaultdict(int)

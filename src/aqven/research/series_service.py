@@ -55,8 +55,7 @@ class SeriesService:
 
     def _summary(self, series_id: str, *, created: bool) -> dict[str, Any]:
         s = self.store.get(series_id)
-        attempts = self.store.attempts(series_id)
-        view = snapshot(s, attempts, self.runs)
+        view = snapshot(s, self.store, self.runs)
         return {
             "series": {
                 k: view[k]
@@ -86,7 +85,8 @@ class SeriesService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.runner.changed.wait(), min(0.5, deadline - time.monotonic()))
             s = self.store.get(series_id)
-        return snapshot(s, self.store.attempts(series_id), self.runs, include_cases=include_cases)
+        # Off the event loop: a snapshot reads the database, and running attempts must not wait for it.
+        return await asyncio.to_thread(snapshot, s, self.store, self.runs, include_cases=include_cases)
 
     async def cancel(self, series_id: str, reason: str | None = None) -> dict[str, Any]:
         s = self.store.get(series_id)

@@ -32,7 +32,8 @@ from aqven.research.series_view import snapshot
 from aqven.server import chat
 from aqven.server.deps import service_of
 from aqven.server.service import ProjectService
-from aqven.store.series_records import ENDED, AttemptRow
+from aqven.store.series_records import ENDED
+from aqven.store.series_tally import finished_costs
 
 router = APIRouter(tags=["studio"])
 
@@ -375,12 +376,9 @@ def _series_version(svc: ProjectService, series_id: str) -> tuple[Any, ...]:
     return (*tuple(s or ()), *tuple(a or ()))
 
 
-def spend_curve(attempts: list[AttemptRow], created_at: str) -> list[dict[str, Any]]:
-    """Cumulative spend of the finished attempts in the order they finished, at most CURVE_POINTS points:
-    seconds since the start, and dollars (a string, like all money)."""
-    done = sorted(
-        ((a.ended_at, a.cost_usd) for a in attempts if a.status == "done" and a.ended_at), key=lambda x: str(x[0])
-    )
+def spend_curve(done: list[tuple[str, str | None]], created_at: str) -> list[dict[str, Any]]:
+    """Cumulative spend of the finished attempts (ended_at, cost) in the order they finished, at most CURVE_POINTS
+    points: seconds since the start, and dollars (a string, like all money)."""
     t0 = datetime.fromisoformat(created_at)
     total = Decimal(0)
     points: list[dict[str, Any]] = []
@@ -432,9 +430,8 @@ def series_payload(svc: ProjectService, series_id: str) -> dict[str, Any]:
     """The series page in one answer: the snapshot (dev cases, failing first, at most 50), spend over time, and
     the experiment's factor caption and variant values."""
     s = svc.series.store.get(series_id)
-    attempts = svc.series.store.attempts(series_id)
-    out = snapshot(s, attempts, svc.runs, include_cases=True)
-    out["spend_curve"] = spend_curve(attempts, s.created_at)
+    out = snapshot(s, svc.series.store, svc.runs, include_cases=True)
+    out["spend_curve"] = spend_curve(finished_costs(svc.db, series_id), s.created_at)
     out["experiment"] = _experiment_brief(svc, s.experiment_id)
     out["stop_reason"] = s.stop_reason
     return out

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -110,6 +110,12 @@ _MIGRATIONS: dict[int, str] = {
     );
     CREATE INDEX attempts_status ON attempts(series_id, status);
     """,
+    # Everything a series snapshot adds up, in one covering index ordered as it groups (store/series_tally.py).
+    3: """
+    CREATE INDEX attempts_tally ON attempts(
+        series_id, variant_id, case_name, status, outcome, value, reruns, unpriced, active_at_end, cost_usd
+    );
+    """,
 }
 
 
@@ -120,12 +126,38 @@ class Database:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
-        self._conn.row_factory = sqlite3.Row
+        self._conn = self._connect()
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._migrate()
+        self._readers = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A read-only view of the last committed state, on this thread's own connection.
+
+        Long reads (a snapshot of a big series) go here: they neither hold the writers' lock nor see half of a
+        change, since WAL gives every read transaction one consistent snapshot.
+        """
+        conn: sqlite3.Connection | None = getattr(self._readers, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only=ON")
+            self._readers.conn = conn
+            with self._lock:
+                self._reader_conns.append(conn)
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
 
     def _migrate(self) -> None:
         with self.transaction() as cur:
@@ -172,4 +204,7 @@ class Database:
 
     def close(self) -> None:
         with self._lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
             self._conn.close()

@@ -23,6 +23,8 @@ def _l(text: str | None) -> Any:
 class SeriesStore:
     def __init__(self, db: Database) -> None:
         self.db = db
+        # A plan is fixed at the start, but the driver reads its series after every attempt: parse each plan once.
+        self._plans: dict[str, tuple[str, SeriesPlan]] = {}
 
     # ---- series ----
 
@@ -133,6 +135,14 @@ class SeriesStore:
             cur.execute(f"UPDATE series SET {cols} WHERE id=? AND status IN ({marks})", (*values, series_id, *expect))
             return cur.rowcount == 1
 
+    def _plan(self, series_id: str, text: str) -> SeriesPlan:
+        hit = self._plans.get(series_id)
+        if hit is not None and hit[0] == text:
+            return hit[1]
+        plan = SeriesPlan.model_validate_json(text)
+        self._plans[series_id] = (text, plan)
+        return plan
+
     def _series(self, row: sqlite3.Row) -> SeriesRow:
         return SeriesRow(
             id=row["id"],
@@ -143,7 +153,7 @@ class SeriesStore:
             created_at=row["created_at"],
             ended_at=row["ended_at"],
             client_op_id=row["client_op_id"],
-            plan=SeriesPlan.model_validate_json(row["plan"]),
+            plan=self._plan(row["id"], row["plan"]),
             cap_usd=row["cap_usd"],
             project_cap_usd=row["project_cap_usd"],
             project_cap_source=row["project_cap_source"],
@@ -169,6 +179,18 @@ class SeriesStore:
                 "SELECT * FROM attempts WHERE series_id=? AND status=? ORDER BY idx", (series_id, status)
             )
         return [self._attempt(r) for r in rows]
+
+    def attempts_of_cases(self, series_id: str, cases: list[str]) -> list[AttemptRow]:
+        """The attempts of the named cases only (the case rows of a snapshot show at most 50 cases)."""
+        out: list[AttemptRow] = []
+        for start in range(0, len(cases), 500):  # under SQLite's limit on bound parameters
+            chunk = cases[start : start + 500]
+            marks = ",".join("?" for _ in chunk)
+            rows = self.db.query(
+                f"SELECT * FROM attempts WHERE series_id=? AND case_name IN ({marks}) ORDER BY idx", (series_id, *chunk)
+            )
+            out.extend(self._attempt(r) for r in rows)
+        return out
 
     def attempt(self, series_id: str, idx: int) -> AttemptRow:
         row = self.db.query_one("SELECT * FROM attempts WHERE series_id=? AND idx=?", (series_id, idx))

@@ -1,0 +1,146 @@
+"""What a series' attempts add up to, read with GROUP BY queries.
+
+A snapshot of a running series (`series_get`, the Studio page) needs counts, spend, the per-case cells of the
+verdict and the finish times behind the eta, not the attempts themselves: reading them as aggregates keeps a
+snapshot from loading and walking every attempt row of a 100,000-attempt series.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from aqven.store.db import Database
+
+COUNTED = ("pass", "fail", "model_failure")
+
+
+@dataclass(slots=True)
+class VariantTally:
+    """Counts of one variant's attempts (or of the whole series)."""
+
+    attempts: int = 0
+    done: int = 0
+    running: int = 0
+    queued: int = 0
+    counted: int = 0
+    passes: float = 0.0
+    model_failures: int = 0
+    infra_errors: int = 0
+    reruns: int = 0
+    spend: Decimal = field(default_factory=Decimal)  # recorded cost of its attempts (running ones: earlier tries)
+
+    def add(self, other: VariantTally) -> None:
+        for name in VariantTally.__slots__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass(slots=True)
+class RunningAttempt:
+    run_id: str | None
+    cost_usd: str | None  # what an earlier, rate-limited try spent
+    unpriced: bool
+
+
+@dataclass(slots=True)
+class FinishTimes:
+    """Active seconds at which attempts finished: how many, the first, and how many after `since`."""
+
+    count: int
+    first: float | None
+    since: float
+    at_or_after_since: int
+
+
+@dataclass(slots=True)
+class SeriesTally:
+    variants: dict[str, VariantTally]
+    cells: dict[str, dict[str, tuple[float, int]]]  # variant -> case -> (passes, counted attempts)
+    fails: dict[str, int]  # case -> attempts that failed (a check failed, or the model failed)
+    unpriced_settled: int  # attempts not running with an unpriced call
+    running: list[RunningAttempt]
+    finish_times: FinishTimes
+
+    @property
+    def total(self) -> VariantTally:
+        out = VariantTally()
+        for v in self.variants.values():
+            out.add(v)
+        return out
+
+
+# One pass over the covering index attempts_tally (store/db.py): one row per variant, case, status and outcome.
+_GROUPS = (
+    "SELECT variant_id, case_name, status, outcome, COUNT(*) AS n, SUM(reruns) AS reruns,"
+    " SUM(COALESCE(value, 0)) AS v, SUM(unpriced) AS unpriced, COUNT(active_at_end) AS ends,"
+    " MIN(active_at_end) AS first, COALESCE(SUM(active_at_end >= ?), 0) AS recent"
+    " FROM attempts WHERE series_id=? GROUP BY variant_id, case_name, status, outcome"
+)
+# Money is TEXT holding a Decimal: equal amounts are grouped in SQL and added exactly in Python.
+_SPEND = (
+    "SELECT variant_id, cost_usd, COUNT(*) AS n FROM attempts WHERE series_id=? AND cost_usd IS NOT NULL"
+    " GROUP BY variant_id, cost_usd"
+)
+_RUNNING = "SELECT idx, run_id, cost_usd, unpriced FROM attempts WHERE series_id=? AND status='running'"
+
+
+def read_tally(db: Database, series_id: str, *, finished_since: float = 0.0) -> SeriesTally:
+    """All aggregates of one series, from one consistent read; finishes at or after the active time
+    `finished_since` count as recent."""
+    with db.reading() as conn:
+        groups = conn.execute(_GROUPS, (finished_since, series_id)).fetchall()
+        spend = conn.execute(_SPEND, (series_id,)).fetchall()
+        running = [
+            RunningAttempt(r["run_id"], r["cost_usd"], bool(r["unpriced"]))
+            for r in conn.execute(_RUNNING, (series_id,))
+        ]
+    variants: dict[str, VariantTally] = {}
+    cells: dict[str, dict[str, tuple[float, int]]] = {}
+    fails: dict[str, int] = {}
+    unpriced = ends = recent = 0
+    first: float | None = None
+    for r in groups:
+        t = variants.get(r["variant_id"])
+        if t is None:
+            t = variants[r["variant_id"]] = VariantTally()
+        case, n, outcome = r["case_name"], int(r["n"]), r["outcome"]
+        t.attempts += n
+        t.reruns += int(r["reruns"])
+        fails[case] = fails.get(case, 0) + (n if outcome in ("fail", "model_failure") else 0)
+        if r["status"] == "running":
+            t.running += n
+            continue
+        unpriced += int(r["unpriced"])
+        if r["status"] == "queued":
+            t.queued += n
+            continue
+        t.done += n
+        ends += int(r["ends"])
+        recent += int(r["recent"])
+        if r["first"] is not None and (first is None or r["first"] < first):
+            first = float(r["first"])
+        if outcome in COUNTED:
+            t.counted += n
+            t.passes += float(r["v"])
+            mine = cells.setdefault(r["variant_id"], {})
+            passes, counted = mine.get(case, (0.0, 0))
+            mine[case] = (passes + float(r["v"]), counted + n)
+        if outcome == "model_failure":
+            t.model_failures += n
+        elif outcome == "infra":
+            t.infra_errors += n
+    for r in spend:
+        variants[r["variant_id"]].spend += Decimal(r["cost_usd"] or "0") * int(r["n"])
+    times = FinishTimes(ends, first, finished_since, recent)
+    return SeriesTally(variants, cells, fails, unpriced, running, times)
+
+
+def finished_costs(db: Database, series_id: str) -> list[tuple[str, str | None]]:
+    """(ended_at, cost) of every finished attempt, in the order they finished: the spend curve."""
+    with db.reading() as conn:
+        rows = conn.execute(
+            "SELECT ended_at, cost_usd FROM attempts WHERE series_id=? AND status='done' AND ended_at IS NOT NULL"
+            " ORDER BY ended_at",
+            (series_id,),
+        ).fetchall()
+    return [(r["ended_at"], r["cost_usd"]) for r in rows]

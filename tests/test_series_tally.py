@@ -1,0 +1,137 @@
+"""The aggregates a snapshot reads with GROUP BY equal the same figures counted row by row from the attempts.
+
+Random series states (seeded): attempts queued, running or done with every outcome, fractional values, re-runs,
+costs with many decimals, unpriced calls and finish times; the row-by-row count is the truth.
+"""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from aqven.store.db import Database
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import SeriesPlan
+from aqven.store.series_tally import COUNTED, finished_costs, read_tally
+
+VARIANTS = ["as_written", "other"]
+
+
+def _random_series(store: SeriesStore, rng: random.Random) -> str:
+    cases = [f"case_{i:03d}" for i in range(rng.randint(1, 40))]
+    repeats = rng.randint(1, 4)
+    plan = SeriesPlan(
+        flow_id="f",
+        dataset_id="d",
+        cases=cases,
+        sides={c: rng.choice(["dev", "holdout"]) for c in cases},
+        variants=VARIANTS,
+        repeats=repeats,
+    )
+    rows = [
+        {"idx": i, "case_name": c, "dataset_id": "d", "side": plan.sides[c], "variant_id": v, "rep": r, "seed": i}
+        for i, (c, v, r) in enumerate((c, v, r) for c in cases for v in VARIANTS for r in range(repeats))
+    ]
+    sid, _ = store.create(
+        kind="experiment",
+        experiment_id="e",
+        on="dev",
+        status="running",
+        plan=plan,
+        cap_usd="1",
+        project_cap_usd="10",
+        project_cap_source="default",
+        inputs_hash="h",
+        inputs={},
+        simulated=True,
+        client_op_id=None,
+        pause=None,
+        attempts=rows,
+        active_since=None,
+    )
+    with store.db.transaction() as cur:
+        for a in rows:
+            status = rng.choice(["queued", "running", "done", "done", "done"])
+            outcome = rng.choice([*COUNTED, "infra"]) if status == "done" else None
+            value = rng.choice([0.0, 1.0, 0.25, 0.5]) if outcome in COUNTED else None
+            cost = None if status == "queued" and rng.random() < 0.7 else f"0.{rng.randint(0, 10**9):09d}"
+            cur.execute(
+                "UPDATE attempts SET status=?, outcome=?, value=?, cost_usd=?, unpriced=?, reruns=?, run_id=?,"
+                " ended_at=?, active_at_end=? WHERE series_id=? AND idx=?",
+                (
+                    status,
+                    outcome,
+                    value,
+                    cost,
+                    int(rng.random() < 0.1),
+                    int(rng.random() < 0.1),
+                    None if status == "queued" else f"run_{a['idx']}",
+                    f"2026-01-01T00:00:{rng.randint(0, 59):02d}.000+00:00" if status == "done" else None,
+                    rng.uniform(0, 600) if status == "done" else None,
+                    sid,
+                    a["idx"],
+                ),
+            )
+    return sid
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_tally_equals_a_count_of_the_rows(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    store = SeriesStore(Database(tmp_path / "db.sqlite"))
+    sid = _random_series(store, rng)
+    since = rng.uniform(0, 600)
+    tally = read_tally(store.db, sid, finished_since=since)
+    rows = store.attempts(sid)
+
+    for v in VARIANTS:
+        mine = [a for a in rows if a.variant_id == v]
+        done = [a for a in mine if a.status == "done"]
+        counted = [a for a in done if a.outcome in COUNTED]
+        t = tally.variants[v]
+        assert (t.attempts, t.done, t.counted) == (len(mine), len(done), len(counted))
+        assert t.running == sum(a.status == "running" for a in mine)
+        assert t.queued == sum(a.status == "queued" for a in mine)
+        assert t.passes == pytest.approx(sum(a.value or 0.0 for a in counted))
+        assert t.model_failures == sum(a.outcome == "model_failure" for a in done)
+        assert t.infra_errors == sum(a.outcome == "infra" for a in done)
+        assert t.reruns == sum(a.reruns for a in mine)
+        assert t.spend == sum((Decimal(a.cost_usd or "0") for a in mine), Decimal(0))  # exact, not approximately
+        cells: dict[str, list[float]] = {}
+        for a in counted:
+            cell = cells.setdefault(a.case_name, [0.0, 0])
+            cell[0] += a.value or 0.0
+            cell[1] += 1
+        assert {c: (pytest.approx(p), n) for c, (p, n) in cells.items()} == tally.cells.get(v, {})
+
+    assert tally.unpriced_settled == sum(a.unpriced for a in rows if a.status != "running")
+    assert [r.run_id for r in tally.running] == [a.run_id for a in rows if a.status == "running"]
+    ends = sorted(a.active_at_end for a in rows if a.status == "done" and a.active_at_end is not None)
+    assert tally.finish_times.count == len(ends)
+    assert tally.finish_times.first == (ends[0] if ends else None)
+    assert tally.finish_times.at_or_after_since == sum(t >= since for t in ends)
+
+    finished = sorted((a.ended_at, a.cost_usd) for a in rows if a.status == "done" and a.ended_at)
+    assert sorted(finished_costs(store.db, sid)) == finished
+    assert [e for e, _ in finished_costs(store.db, sid)] == sorted(e for e, _ in finished)
+    fails = {a.case_name: 0 for a in rows}
+    for a in rows:
+        if a.outcome in ("fail", "model_failure"):
+            fails[a.case_name] += 1
+    assert tally.fails == fails
+
+
+def test_a_plan_is_parsed_once_per_series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = SeriesStore(Database(tmp_path / "db.sqlite"))
+    sid = _random_series(store, random.Random(1))
+    parses = []
+    real = SeriesPlan.model_validate_json
+    monkeypatch.setattr(SeriesPlan, "model_validate_json", lambda text: parses.append(1) or real(text))
+    first = store.get(sid)
+    assert store.get(sid).plan is first.plan
+    store.update(sid, status="done")
+    assert store.get(sid).status == "done"
+    assert len(parses) == 1
