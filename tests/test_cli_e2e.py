@@ -19,11 +19,15 @@ def test_init_check_run_simulated(tmp_path: Path) -> None:
         r = aqven("check", cwd=root)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "0 error(s)" in r.stdout
-        r = aqven("run", "support_case", "--case", "strip_flicker_credit", "--simulate", cwd=root)
+        # A working (dev) case of package x: a held-out one is never run alone (HOLDOUT_HIDDEN, below).
+        r = aqven("run", "support_case", "--case", "hub_firmware_update_stuck", "--simulate", cwd=root)
         assert r.returncode == 0, r.stdout + r.stderr
         out = r.stdout
-        for expected in ("strip_flicker_credit", "done", "simulated", "draft", "revise", "tokens", "$"):
+        for expected in ("hub_firmware_update_stuck", "done", "simulated", "draft", "revise", "tokens", "$"):
             assert expected in out, out
+        r = aqven("run", "support_case", "--case", "strip_flicker_credit", "--simulate", cwd=root)
+        assert r.returncode == 2 and "HOLDOUT_HIDDEN" in r.stdout + r.stderr, r.stdout + r.stderr
+        assert "Traceback" not in r.stdout + r.stderr
         assert (root / ".aqven" / "aqven.sqlite").is_file()
         assert json.loads((root / ".aqven" / "server.json").read_text())["port"] > 0
     finally:

@@ -75,6 +75,16 @@ def urlopen_json(port: int, path: str) -> Any:
         return json.loads(resp.read())
 
 
+def runs_in_db(root: Path, series_id: str) -> list[dict[str, Any]]:
+    """The runs of a series as the project database holds them (no REST call lists held-out runs)."""
+    import sqlite3
+
+    uri = f"file:{root / '.aqven' / 'aqven.sqlite'}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute("SELECT id, case_name FROM runs WHERE series_id=?", (series_id,))]
+
+
 async def settle(agent: Agent, series_id: str, *, include_cases: bool = False) -> dict[str, Any]:
     args = {"series_id": series_id, "wait_seconds": 50, "include_cases": include_cases}
     state = await agent.call("series_get", args)
@@ -152,7 +162,8 @@ async def test_an_agent_walks_the_loop_over_stdio(lumen: Path, tmp_path: Path) -
 
         person = Client(lumen, start=False)
         person.port = int(cast(dict[str, Any], read_server(lumen))["port"])
-        held_runs = person.get("/api/runs", series_id=state["series_id"])
+        assert person.get("/api/runs", series_id=state["series_id"]) == []  # REST does not list them either
+        held_runs = runs_in_db(lumen, state["series_id"])
         assert len(held_runs) == 12
         for tool in ("run_get", "run_events"):
             err = await agent.error(tool, {"run_id": held_runs[0]["id"]})
@@ -220,6 +231,7 @@ async def test_streamable_http_on_the_project_server(lumen: Path, monkeypatch: p
         looked = await settle(agent, (await agent.call("series_start", {"look": look}))["series"]["series_id"])
         assert looked["status"] == "done" and looked["progress"]["done"] == 1
         path = f"/api/runs?series_id={looked['series_id']}"
-        [held_run] = [r["id"] for r in await anyio.to_thread.run_sync(lambda: urlopen_json(port, path))]
+        assert await anyio.to_thread.run_sync(lambda: urlopen_json(port, path)) == []
+        [held_run] = [r["id"] for r in runs_in_db(lumen, looked["series_id"])]
         err = await agent.error("run_get_node", {"run_id": held_run, "node_id": "revise"})
         assert err["code"] == "HOLDOUT_HIDDEN"

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from aqven.errors import ProjectError
 from aqven.project.diagnostics import Diagnostic, sort_key
-from aqven.project.paths import rel
+from aqven.project.paths import link_outside, listed_name, rel, within
 from aqven.project.schema import AgentSpec, Dataset, FlowSpec, ProjectConfig, is_identifier
 from aqven.project.yaml_source import PathKey, YamlDoc, read_yaml
 
@@ -222,10 +222,29 @@ def _yaml_kind(value: Any) -> str:
     return "a single value"
 
 
-def _yaml_files(folder: Path) -> list[Path]:
-    if not folder.is_dir():
+def inside_project(project: Project, path: Path) -> bool:
+    """True when `path` (a file or folder found by listing) resolves inside the project, symlinks followed;
+    otherwise an E_PATH_OUTSIDE_PROJECT diagnostic, and the caller does not read it."""
+    if within(project.root, path):
+        return True
+    project.diagnostics.append(Diagnostic.from_error(link_outside(project.root, path)))
+    return False
+
+
+def _yaml_files(project: Project, folder: Path) -> list[Path]:
+    """The YAML files directly in `folder`; none when the folder itself leaves the project."""
+    if not folder.is_dir() or not inside_project(project, folder):
         return []
     return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def subfolders(project: Project, folder: Path) -> list[Path]:
+    """The item folders in `folder` (flows/<id>/, experiments/<id>/), without hidden ones and ones that leave
+    the project (reported)."""
+    if not folder.is_dir() or not inside_project(project, folder):
+        return []
+    found = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    return [p for p in found if inside_project(project, p)]
 
 
 def _claim(project: Project, kind: str, item_id: str, file: str) -> bool:
@@ -253,7 +272,12 @@ def _claim(project: Project, kind: str, item_id: str, file: str) -> bool:
 
 def _load_items(project: Project, kind: str, folder: Path, model: type[M]) -> dict[str, M]:
     out: dict[str, M] = {}
-    for path in _yaml_files(folder):
+    for path in _yaml_files(project, folder):
+        if not within(project.root, path):  # a link that leaves the project: named as not loaded where used
+            if _claim(project, kind, path.stem, listed_name(project.root, path)):
+                project.failed.add((kind, path.stem))
+            inside_project(project, path)
+            continue
         file = rel(project.root, path)
         if not _claim(project, kind, path.stem, file):
             continue
@@ -277,9 +301,13 @@ def load_flow_folder(project: Project, folder: Path, local_to: str | None = None
             hint="add flow.yaml or remove the folder",
         )
         return None
-    if not _claim(
-        project, "flow" if local_to is None else f"flow of {local_to}", folder.name, rel(project.root, flow_file)
-    ):
+    kind = "flow" if local_to is None else f"flow of {local_to}"
+    if not within(project.root, flow_file):  # a flow.yaml that links outside: named as not loaded where used
+        if _claim(project, kind, folder.name, listed_name(project.root, flow_file)):
+            project.failed.add(("flow", folder.name))
+        inside_project(project, flow_file)
+        return None
+    if not _claim(project, kind, folder.name, rel(project.root, flow_file)):
         return None
     spec = load_model(project, flow_file, FlowSpec, {"id": folder.name})
     if spec is None:
@@ -294,6 +322,8 @@ def load_project(root: Path) -> Project:
     cfg_path = root / "aqven.yaml"
     placeholder = ProjectConfig(package=_package_from_folder(root))
     project = Project(root=root, config=placeholder)
+    if cfg_path.is_file() and not inside_project(project, cfg_path):
+        return project
     if not cfg_path.is_file():
         project.error(
             "E_PROJECT_MISSING",
@@ -308,12 +338,10 @@ def load_project(root: Path) -> Project:
 
     project.agents = _load_items(project, "agent", root / "agents", AgentSpec)
     project.datasets = _load_items(project, "dataset", root / "datasets", Dataset)
-    flows_dir = root / "flows"
-    if flows_dir.is_dir():
-        for folder in sorted(p for p in flows_dir.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
-            source = load_flow_folder(project, folder)
-            if source is not None:
-                project.flows[folder.name] = source
+    for folder in subfolders(project, root / "flows"):
+        source = load_flow_folder(project, folder)
+        if source is not None:
+            project.flows[folder.name] = source
     project.diagnostics.sort(key=sort_key)
     return project
 

@@ -42,6 +42,35 @@ def inside(root: Path, base: Path, relative: str, *, file: str | None = None, li
     return target
 
 
+def within(root: Path, path: Path) -> bool:
+    """True when `path`, symlinks followed, is `root` or below it; False when it leaves or cannot be resolved."""
+    try:
+        target = path.resolve()
+        base = root.resolve()
+    except (OSError, ValueError, RuntimeError):
+        return False
+    return target == base or base in target.parents
+
+
+def listed_name(root: Path, path: Path) -> str:
+    """`path` relative to `root` as it was listed (the link's own name, not where it points)."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return rel(root, path)
+
+
+def link_outside(root: Path, path: Path) -> ProjectError:
+    """E_PATH_OUTSIDE_PROJECT for a file or folder found by listing that resolves outside the project."""
+    name = listed_name(root, path)
+    return ProjectError(
+        f"{name!r} leaves the project (a symbolic link to a place outside it); it is not read",
+        code="E_PATH_OUTSIDE_PROJECT",
+        file=name,
+        hint="copy the file into the project instead of linking to it; links that stay inside the project are fine",
+    )
+
+
 def is_file(path: Path) -> bool:
     """`path.is_file()`, but False instead of an error for names the system cannot even look up."""
     try:

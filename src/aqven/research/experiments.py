@@ -12,7 +12,15 @@ from aqven.engine.compiled import CompiledFlow
 from aqven.engine.variant import AlternativeNode, FlowPatch
 from aqven.errors import ProjectError
 from aqven.project.diagnostics import Diagnostic
-from aqven.project.loader import FlowSource, Project, load_flow_folder, load_model, validation_diagnostics
+from aqven.project.loader import (
+    FlowSource,
+    Project,
+    inside_project,
+    load_flow_folder,
+    load_model,
+    subfolders,
+    validation_diagnostics,
+)
 from aqven.project.paths import inside, rel
 from aqven.project.schema import Case, Node, walk_nodes
 from aqven.project.yaml_source import read_yaml
@@ -37,11 +45,7 @@ def load_experiments(project: Project) -> tuple[dict[str, ExperimentSource], lis
     """Every experiment under experiments/, with the diagnostics of loading them."""
     before = len(project.diagnostics)
     out: dict[str, ExperimentSource] = {}
-    base = project.root / "experiments"
-    folders = (
-        sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))) if base.is_dir() else []
-    )
-    for folder in folders:
+    for folder in subfolders(project, project.root / "experiments"):
         path = folder / "experiment.yaml"
         file = rel(project.root, path)
         if not path.is_file():
@@ -52,26 +56,26 @@ def load_experiments(project: Project) -> tuple[dict[str, ExperimentSource], lis
                 hint="add experiment.yaml or remove the folder",
             )
             continue
+        if not inside_project(project, path):
+            continue
         spec = load_model(project, path, Experiment, {"id": folder.name})
         if spec is None:
             continue
         source = ExperimentSource(spec=spec, folder=folder, file=file)
-        flows_dir = folder / "flows"
-        if flows_dir.is_dir():
-            for fdir in sorted(p for p in flows_dir.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
-                flow = load_flow_folder(project, fdir, local_to=folder.name)
-                if flow is None:
-                    continue
-                if fdir.name in project.flows:
-                    project.error(
-                        "E_LOCAL_FLOW_SHADOWS",
-                        f"local flow {fdir.name!r} of experiment {folder.name!r} has the id of a project flow",
-                        file=flow.doc.file,
-                        line=1,
-                        hint="give the local flow an id of its own",
-                    )
-                    continue
-                source.local_flows[fdir.name] = flow
+        for fdir in subfolders(project, folder / "flows"):
+            flow = load_flow_folder(project, fdir, local_to=folder.name)
+            if flow is None:
+                continue
+            if fdir.name in project.flows:
+                project.error(
+                    "E_LOCAL_FLOW_SHADOWS",
+                    f"local flow {fdir.name!r} of experiment {folder.name!r} has the id of a project flow",
+                    file=flow.doc.file,
+                    line=1,
+                    hint="give the local flow an id of its own",
+                )
+                continue
+            source.local_flows[fdir.name] = flow
         out[folder.name] = source
     diagnostics = project.diagnostics[before:]
     del project.diagnostics[before:]

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from aqven.project.paths import rel
+from aqven.project.paths import rel, within
 
 FINDINGS_MD = "FINDINGS.md"
 FINDING_VERSION = 1
@@ -51,15 +51,27 @@ def _dump(data: dict[str, Any]) -> str:
 
 
 def read_findings(root: Path) -> list[tuple[Path, dict[str, Any] | None]]:
-    """Every finding file under experiments/*/findings/, parsed (None when it is not readable YAML)."""
+    """Every finding file under experiments/*/findings/, parsed (None when it is not readable YAML, or when it
+    is a link that leaves the project: such a file is never read)."""
     out: list[tuple[Path, dict[str, Any] | None]] = []
     for path in sorted((root / "experiments").glob("*/findings/*.yaml")):
+        if not within(root, path):
+            out.append((path, None))
+            continue
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError, UnicodeDecodeError):
             data = None
         out.append((path, data if isinstance(data, dict) else None))
     return out
+
+
+def read_findings_md(root: Path) -> str | None:
+    """FINDINGS.md's text; None when there is none, or when it is a link that leaves the project (not read)."""
+    md = root / FINDINGS_MD
+    if not md.is_file() or not within(root, md):
+        return None
+    return md.read_text(encoding="utf-8")
 
 
 def _atomic_write(path: Path, text: str) -> Path:
@@ -97,7 +109,7 @@ def regenerate(root: Path) -> bool:
             leftover.unlink()
     text = render_findings_md(root, read_findings(root))
     md = root / FINDINGS_MD
-    current = md.read_text(encoding="utf-8") if md.is_file() else None
+    current = read_findings_md(root)
     if current == text or (current is None and not read_findings(root)):
         return False
     os.replace(_atomic_write(md, text), md)

@@ -5,8 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aqven.project.diagnostics import Diagnostic
-from aqven.project.paths import rel
-from aqven.research.findings import FINDINGS_MD, is_intact, read_findings, render_findings_md
+from aqven.project.paths import link_outside, rel, within
+from aqven.research.findings import (
+    FINDINGS_MD,
+    is_intact,
+    read_findings,
+    read_findings_md,
+    render_findings_md,
+)
 
 if TYPE_CHECKING:
     from aqven.research.workspace import Workspace
@@ -17,7 +23,9 @@ def check_findings(ws: Workspace) -> list[Diagnostic]:
     findings = read_findings(root)
     out: list[Diagnostic] = []
     for path, data in findings:
-        if data is None or not is_intact(data):
+        if not within(root, path):
+            out.append(Diagnostic.from_error(link_outside(root, path)))
+        elif data is None or not is_intact(data):
             out.append(
                 Diagnostic(
                     code="E_FINDING_TAMPERED",
@@ -30,9 +38,11 @@ def check_findings(ws: Workspace) -> list[Diagnostic]:
                 )
             )
     md = root / FINDINGS_MD
-    if findings or md.is_file():
+    if md.is_file() and not within(root, md):
+        out.append(Diagnostic.from_error(link_outside(root, md)))
+    elif findings or md.is_file():
         expected = render_findings_md(root, findings)
-        current = md.read_text(encoding="utf-8") if md.is_file() else None
+        current = read_findings_md(root)
         if current != expected:
             out.append(
                 Diagnostic(

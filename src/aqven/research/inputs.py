@@ -7,21 +7,27 @@ import json
 from pathlib import Path
 
 from aqven.project.loader import Project
-from aqven.project.paths import rel
+from aqven.project.paths import rel, within
 
 SKIP_PARTS = {"__pycache__", ".aqven", "findings"}
 NOTES = {"experiment.md", "README.md"}  # notes for people: editing them changes nothing a series runs on
 
 
-def _files(base: Path) -> list[Path]:
+def _files(root: Path, base: Path) -> list[Path]:
+    """The files under `base` a series reads; a link that leaves the project is never read (the loader refuses
+    it, so nothing that runs reads it either)."""
     if base.is_file():
-        return [base]
+        return [base] if within(root, base) else []
     if not base.is_dir():
         return []
     return sorted(
         p
         for p in base.rglob("*")
-        if p.is_file() and not (SKIP_PARTS & set(p.parts)) and p.suffix != ".pyc" and p.name not in NOTES
+        if p.is_file()
+        and not (SKIP_PARTS & set(p.parts))
+        and p.suffix != ".pyc"
+        and p.name not in NOTES
+        and within(root, p)
     )
 
 
@@ -49,7 +55,7 @@ def inputs_manifest(project: Project, experiment_id: str | None, dataset_id: str
                     bases.append(root / agent.simulator.rpartition(":")[0])
     out: dict[str, str] = {}
     for base in dict.fromkeys(bases):
-        for path in _files(base):
+        for path in _files(root, base):
             out[rel(root, path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return dict(sorted(out.items()))
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from aqven import ENGINE_VERSION
 from aqven.research.findings import write_finding
+from aqven.research.holdout import series_error
 from aqven.research.inputs import inputs_manifest, manifest_hash
 from aqven.research.verdict import CaseCell, QuestionSpec, Scope, decide, invalid_reason_for
 from aqven.research.workspace import Workspace
@@ -90,13 +91,14 @@ def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) 
     if status == "done" and done and len(infra) == len(done):
         first = min(infra, key=lambda a: a.idx)
         status = "failed"
-        fields["error"] = {
-            "code": first.error_code,
-            "message": first.error_message,
-            "run_id": first.run_id,
-            "case": first.case_name if first.side == "dev" else None,
-            "variant": first.variant_id,
-        }
+        fields["error"] = series_error(
+            code=first.error_code,
+            message=first.error_message,
+            run_id=first.run_id,
+            case=first.case_name,
+            side=first.side,
+            variant=first.variant_id,
+        )
     fields["status"] = status
     # Decide on the row as it will be stored, then write the finding, and only then store the end: a server
     # that dies in between leaves the series running, and the next start decides it again (the finding is

@@ -15,6 +15,7 @@ from aqven.project.schema import Case
 from aqven.project.split import side_of
 from aqven.research.experiment_schema import MAX_REPEATS
 from aqven.research.experiments import ExperimentSource, metric_check, selected_cases
+from aqven.research.holdout import hide_problems
 from aqven.research.inputs import inputs_manifest, manifest_hash
 from aqven.research.launch import Side, launch_plan, parse_cap, project_cap, validate_counts
 from aqven.research.workspace import Workspace, check_workspace
@@ -90,12 +91,12 @@ def _case_problems(
     return problems
 
 
-def _refuse(problems: list[dict[str, Any]], what: str) -> NotRunnable:
+def _refuse(problems: list[dict[str, Any]], what: str, **details: Any) -> NotRunnable:
     first = problems[0]
     return NotRunnable(
         f"{what}: {len(problems)} problem(s); first: {first.get('code')}: {first.get('message')}",
         hint="fix them (see details.problems, or run `aqven check`); nothing ran and nothing was spent",
-        details={"problems": problems},
+        details={"problems": problems, **details},
     )
 
 
@@ -199,7 +200,9 @@ def prepare_series(ws: Workspace, engine: Engine, body: SeriesStartBody) -> dict
         )
     problems = _case_problems(engine, plan, cases, body.experiment_id)
     if problems:
-        raise _refuse(problems, "some cases cannot run for some variants")
+        # Working (dev) cases by name; held-out ones only by a label, and counted.
+        shown, held_out = hide_problems(package, problems)
+        raise _refuse(shown, "some cases cannot run for some variants", held_out_cases=held_out)
     series_cap = cap if cap is not None else pcap
     above = series_cap > pcap
     manifest = inputs_manifest(ws.project, body.experiment_id, plan.dataset_id, simulated=simulate)

@@ -299,8 +299,9 @@ async def run_start(
 
 
 async def run_get(ctx: RunContext[ChatDeps], run_id: str) -> Any:
-    """One run: status, output, error, tokens and cost."""
-    return await _guard(ctx.deps.svc.runs.get(run_id))
+    """One run: status, output, error, tokens and cost. A run of a held-out case is refused (HOLDOUT_HIDDEN)."""
+    svc = ctx.deps.svc
+    return await _guard(asyncio.to_thread(svc.visible_run, run_id))
 
 
 async def run_events(ctx: RunContext[ChatDeps], run_id: str, after: int = 0, limit: int = 100) -> Any:
@@ -308,7 +309,7 @@ async def run_events(ctx: RunContext[ChatDeps], run_id: str, after: int = 0, lim
     svc = ctx.deps.svc
 
     def events() -> Any:
-        svc.runs.get(run_id)
+        svc.visible_run(run_id)
         return svc.runs.events(run_id, after=after, limit=max(1, min(limit, 500)))
 
     return await _guard(asyncio.to_thread(events))
@@ -328,11 +329,15 @@ async def list_runs(
     series_id: str | None = None,
     limit: int = 20,
 ) -> Any:
-    """Runs, newest first."""
-    runs = ctx.deps.svc.runs.list_runs(
-        flow_id=flow_id, status=status, series_id=series_id, limit=max(1, min(limit, 100))
+    """Runs, newest first; runs of held-out cases are only counted (hidden_holdout_runs)."""
+    from aqven.research.holdout import held_out_test
+
+    svc = ctx.deps.svc
+    runs, hidden = svc.runs.list_runs_except(
+        held_out_test(svc.package()), flow_id=flow_id, status=status, series_id=series_id, limit=max(1, min(limit, 100))
     )
-    return await _guard([{k: v for k, v in r.model_dump(mode="json").items() if k != "request"} for r in runs])
+    items = [{k: v for k, v in r.model_dump(mode="json").items() if k != "request"} for r in runs]
+    return await _guard({"runs": items, "hidden_holdout_runs": hidden})
 
 
 TOOLS = (

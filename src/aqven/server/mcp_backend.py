@@ -17,8 +17,6 @@ from typing import Any, Protocol, TypeVar
 import anyio.to_thread
 
 from aqven.errors import AqvenError, ServerError
-from aqven.project.cases import find_case
-from aqven.project.schema import Case
 
 T = TypeVar("T")
 
@@ -43,7 +41,6 @@ class Backend(Protocol):
     async def run_get(self, run_id: str, wait_seconds: float) -> dict[str, Any]: ...
     async def run_events(self, run_id: str, after: int, limit: int) -> list[dict[str, Any]]: ...
     async def run_node(self, run_id: str, node_id: str) -> dict[str, Any]: ...
-    def find_case(self, case_name: str, dataset_id: str | None) -> tuple[str, Case]: ...
 
 
 # ---- in the project server ------------------------------------------------------------------------------------
@@ -124,21 +121,19 @@ class ServiceBackend:
         return self.svc.runs.get(run_id).model_dump(mode="json")
 
     async def run_get(self, run_id: str, wait_seconds: float) -> dict[str, Any]:
-        if wait_seconds > 0:
-            return (await self.svc.wait_run(run_id, wait_seconds)).model_dump(mode="json")
-        return self.svc.runs.get(run_id).model_dump(mode="json")
+        from aqven.server.routes_runs import get_run
+
+        return (await get_run(run_id, wait_seconds=wait_seconds, svc=self.svc)).model_dump(mode="json")
 
     async def run_events(self, run_id: str, after: int, limit: int) -> list[dict[str, Any]]:
-        self.svc.runs.get(run_id)
-        return [e.model_dump(mode="json") for e in self.svc.runs.events(run_id, after=after, limit=limit)]
+        from aqven.server.routes_runs import run_events
+
+        return [e.model_dump(mode="json") for e in run_events(run_id, after=after, limit=limit, svc=self.svc)]
 
     async def run_node(self, run_id: str, node_id: str) -> dict[str, Any]:
         from aqven.server.routes_runs import run_node
 
         return run_node(run_id, node_id, svc=self.svc).model_dump(mode="json")
-
-    def find_case(self, case_name: str, dataset_id: str | None) -> tuple[str, Case]:
-        return find_case(self.svc.project().datasets, case_name, dataset_id)
 
 
 # ---- over HTTP (aqven mcp) ------------------------------------------------------------------------------------
@@ -262,9 +257,3 @@ class HttpBackend:
     async def run_node(self, run_id: str, node_id: str) -> dict[str, Any]:
         out: dict[str, Any] = await self._request("GET", f"/api/runs/{_q(run_id)}/nodes/{_q(node_id, safe='/')}")
         return out
-
-    def find_case(self, case_name: str, dataset_id: str | None) -> tuple[str, Case]:
-        """Read from the project's files on this computer: the REST API never lists held-out cases."""
-        from aqven.project.loader import load_project
-
-        return find_case(load_project(self.root).datasets, case_name, dataset_id)

@@ -9,6 +9,7 @@ Rules this layer enforces for the agent on the other end:
 * Held-out cases never reach the agent one by one. `series_get` lists working (dev) cases only; the run tools
   refuse a run of a held-out case with `HOLDOUT_HIDDEN` (its case name, inputs, outputs and trace stay on the
   server); `run_start` refuses to run one; `NOT_RUNNABLE` problems name a held-out case only by a label.
+  `aqven.research.holdout` decides all of it, for the REST API (which the tools call) and here alike.
 * No tool approves, continues or stops a paused series: a person does that in Studio or over REST.
 * Errors are MCP tool errors (`isError`) whose text is ``{"error": {"code", "message", "hint", "details"}}``
   with the REST API's stable codes; arguments that break a tool's input schema give `VALIDATION_ERROR`.
@@ -23,7 +24,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
@@ -33,8 +33,8 @@ from pydantic_core import to_jsonable_python
 
 from aqven import __version__
 from aqven.errors import AqvenError
-from aqven.project.split import side_of
 from aqven.research.experiment_schema import MAX_REPEATS
+from aqven.research.holdout import check_run, is_held_out, series_error_view
 from aqven.server.mcp_backend import Backend, HttpBackend, ServiceBackend
 from aqven.server.mcp_models import (
     CheckOut,
@@ -63,12 +63,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("aqven.mcp")
 
 MAX_WAIT_S = 50.0
-HOLDOUT_HIDDEN = "HOLDOUT_HIDDEN"
-#: Error codes whose messages AQVEN writes without anything of the case (shown even for a held-out attempt).
-PLAIN_MESSAGES = frozenset(
-    {"PROVIDER_KEY_MISSING", "PROVIDER_RATE_LIMITED", "MODEL_TIMEOUT", "MODEL_STREAM_STALLED", "SIMULATOR_MISSING"}
-)
-HIDDEN_MESSAGE = "(the message of a held-out attempt is not shown to an agent)"
 
 INSTRUCTIONS = """\
 AQVEN makes LLM flows reliable in rounds. Before you propose a change, read what the project already knows:
@@ -80,11 +74,6 @@ a run with run_get, run_events and run_get_node; confirm once on held-out cases 
 verdict.text as it is. Every attempt calls the models and costs money. No tool approves a paused series: tell
 the user what it spent; they continue it in Studio. Held-out cases are never shown one by one.
 """
-
-
-class HoldoutHidden(AqvenError):
-    code = HOLDOUT_HIDDEN
-    http_status = 403
 
 
 # ---- results and errors ---------------------------------------------------------------------------------------
@@ -150,14 +139,6 @@ class AqvenTool(Tool):
             )
 
 
-def _replace_names(text: Any, labels: dict[str, str]) -> Any:
-    if not isinstance(text, str):
-        return text
-    for name in sorted(labels, key=len, reverse=True):
-        text = text.replace(name, labels[name])
-    return text
-
-
 # ---- the tools ------------------------------------------------------------------------------------------------
 
 
@@ -176,67 +157,22 @@ class AqvenTools:
             return None
         return package if isinstance(package, str) else None
 
-    async def _held_out(self, case_name: Any) -> bool:
-        if not isinstance(case_name, str) or not case_name:
-            return False
-        package = await self._package()
-        return package is None or side_of(package, case_name) == "holdout"
-
     async def _visible_run(self, run_id: str) -> dict[str, Any]:
+        """The run, when it may be shown (the backend refuses a held-out one with HOLDOUT_HIDDEN; so does this)."""
         record = await self.backend.run_get(run_id, 0)
-        if await self._held_out(record.get("case_name")):
-            raise HoldoutHidden(
-                f"run {run_id} ran a held-out case: its case, inputs, outputs and trace are not shown to an agent",
-                hint="held-out cases are never shown one by one; read the series' numbers with series_get, "
-                "and open runs of working (dev) cases",
-            )
+        check_run(await self._package(), run_id, record.get("case_name"))
         return record
-
-    async def _redact(self, exc: AqvenError) -> AqvenError:
-        """NOT_RUNNABLE lists one problem per case and variant; a held-out case appears only as a label."""
-        problems = exc.details.get("problems")
-        if not isinstance(problems, list):
-            return exc
-        package = await self._package()
-        hidden = [
-            p["case"]
-            for p in problems
-            if isinstance(p, dict)
-            and isinstance(p.get("case"), str)
-            and (package is None or side_of(package, p["case"]) == "holdout")
-        ]
-        if not hidden:
-            return exc
-        labels = {name: f"<held-out case {i}>" for i, name in enumerate(dict.fromkeys(hidden), start=1)}
-        scrubbed = [
-            {k: labels.get(v, v) if k == "case" else _replace_names(v, labels) for k, v in p.items()}
-            if isinstance(p, dict)
-            else p
-            for p in problems
-        ]
-        details = {**exc.details, "problems": scrubbed, "held_out_cases": len(labels)}
-        return AqvenError(
-            _replace_names(exc.message, labels),
-            code=exc.code,
-            hint=_replace_names(exc.hint, labels),
-            file=exc.file,
-            line=exc.line,
-            details=details,
-            http_status=exc.http_status,
-        )
 
     async def _series_view(self, state: dict[str, Any]) -> dict[str, Any]:
         """A snapshot as the agent sees it: dev case rows only, no handle on a held-out attempt's run."""
         error = state.get("error")
-        if isinstance(error, dict) and error.get("case") is None and (error.get("run_id") or error.get("message")):
-            # The first error came from a held-out attempt: its code is shown, its run is not, and its message
-            # only when AQVEN wrote it without the case's content (a missing key, a timeout...).
-            message = error.get("message") if error.get("code") in PLAIN_MESSAGES else HIDDEN_MESSAGE
-            state = {**state, "error": {**error, "run_id": None, "message": message}}
+        shown_error = series_error_view(error)
+        if shown_error is not error:
+            state = {**state, "error": shown_error}
         rows = state.get("cases")
         if isinstance(rows, list) and rows:
             package = await self._package()
-            shown = [r for r in rows if package is not None and side_of(package, str(r.get("case"))) == "dev"]
+            shown = [r for r in rows if package is not None and not is_held_out(package, str(r.get("case")))]
             if len(shown) != len(rows):
                 hidden = int(state.get("hidden_cases") or 0) + len(rows) - len(shown)
                 state = {**state, "cases": shown, "hidden_cases": hidden}
@@ -369,11 +305,7 @@ class AqvenTools:
                 hint='{"experiment_id": "..."} or {"look": {"flow_id", "dataset_id", "case_names"}}',
                 http_status=422,
             )
-        try:
-            started = await self.backend.series_start(body)
-        except AqvenError as exc:
-            raise await self._redact(exc) from None
-        return ok(started)
+        return ok(await self.backend.series_start(body))  # NOT_RUNNABLE names held-out cases by a label only
 
     async def series_get(
         self,
@@ -438,12 +370,6 @@ class AqvenTools:
         """Start one run of a flow on a case or an input (a range with from_node/to_node). It calls the models
         (unless simulate) and costs money. A held-out case is refused with HOLDOUT_HIDDEN: run it inside a
         series, whose numbers you read with series_get."""
-        if case is not None and await self._held_out(case):
-            await anyio.to_thread.run_sync(self.backend.find_case, case, dataset_id)  # CASE_NOT_FOUND first
-            raise HoldoutHidden(
-                "that case is held out: a run of it would show a held-out case to an agent",
-                hint="run working (dev) cases (get_dataset lists them); held-out cases run only in a series",
-            )
         body: dict[str, Any] = {"flow_id": flow_id, "simulate": simulate}
         for key, value in (
             ("case", case),

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
-from aqven.research.findings import FINDINGS_MD, is_intact, read_findings
+from aqven.research.findings import is_intact, read_findings, read_findings_md
 from aqven.research.launch import Side, launch_plan
 from aqven.research.series_start import SeriesStartBody
 from aqven.server.deps import service_of
@@ -142,5 +142,4 @@ def list_findings(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
                 "text": ((data or {}).get("verdict") or {}).get("text"),
             }
         )
-    md = root / FINDINGS_MD
-    return {"findings": items, "findings_md": md.read_text(encoding="utf-8") if md.is_file() else ""}
+    return {"findings": items, "findings_md": read_findings_md(root) or ""}

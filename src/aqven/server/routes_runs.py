@@ -1,18 +1,25 @@
-"""REST: start runs, read them, their trace events and one node, and answer human nodes."""
+"""REST: start runs, read them, their trace events and one node, and answer human nodes.
+
+Held-out cases are never shown one by one (`aqven.research.holdout`): a run of a held-out case is neither
+started nor listed (the listing counts them in the `X-Hidden-Holdout-Runs` header), and reading one, its
+events or a node, or answering its human node, is refused with 403 `HOLDOUT_HIDDEN`.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, Query
+from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from aqven.errors import NotFoundError
+from aqven.research.holdout import held_out_test
 from aqven.server.deps import service_of
 from aqven.server.service import ProjectService
 from aqven.store.records import RunRecord, TraceEvent
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
+HIDDEN_HEADER = "X-Hidden-Holdout-Runs"  # how many runs the filters match that ran held-out cases (not listed)
 SQLITE_MAX_INT = 2**63 - 1  # a larger offset or sequence number cannot reach the database (it would be a 500)
 
 
@@ -62,6 +69,7 @@ async def start_run(body: RunStartBody, svc: ProjectService = Depends(service_of
 
 @router.get("")
 def list_runs(
+    response: Response,
     flow_id: str | None = None,
     status: str | None = None,
     series_id: str | None = None,
@@ -69,16 +77,23 @@ def list_runs(
     offset: int = Query(0, ge=0, le=SQLITE_MAX_INT),
     svc: ProjectService = Depends(service_of),
 ) -> list[RunRecord]:
-    return svc.runs.list_runs(flow_id=flow_id, status=status, series_id=series_id, limit=limit, offset=offset)
+    """Runs newest first, without the runs of held-out cases: their number is in the X-Hidden-Holdout-Runs
+    header (offset and limit count the listed runs)."""
+    runs, hidden = svc.runs.list_runs_except(
+        held_out_test(svc.package()), flow_id=flow_id, status=status, series_id=series_id, limit=limit, offset=offset
+    )
+    response.headers[HIDDEN_HEADER] = str(hidden)
+    return runs
 
 
 @router.get("/{run_id}")
 async def get_run(
     run_id: str, wait_seconds: float = Query(0, ge=0, le=50), svc: ProjectService = Depends(service_of)
 ) -> RunRecord:
+    record = svc.visible_run(run_id)  # refused before any wait
     if wait_seconds > 0:
         return await svc.wait_run(run_id, wait_seconds)
-    return svc.runs.get(run_id)
+    return record
 
 
 @router.get("/{run_id}/events")
@@ -88,13 +103,13 @@ def run_events(
     limit: int = Query(1000, ge=1, le=5000),
     svc: ProjectService = Depends(service_of),
 ) -> list[TraceEvent]:
-    svc.runs.get(run_id)
+    svc.visible_run(run_id)
     return svc.runs.events(run_id, after=after, limit=limit)
 
 
 @router.get("/{run_id}/nodes/{node_id:path}")
 def run_node(run_id: str, node_id: str, svc: ProjectService = Depends(service_of)) -> NodeView:
-    svc.runs.get(run_id)
+    svc.visible_run(run_id)
     events = svc.runs.node_events(run_id, node_id)
     if not events:
         raise NotFoundError(
@@ -121,5 +136,6 @@ def run_node(run_id: str, node_id: str, svc: ProjectService = Depends(service_of
 async def answer_human(
     run_id: str, node_id: str, body: HumanAnswerBody = Body(...), svc: ProjectService = Depends(service_of)
 ) -> RunRecord:
+    svc.visible_run(run_id)  # its answer would show the run: a held-out one is answered in Studio
     svc.answer_human(run_id, node_id, body.answer)
     return svc.runs.get(run_id)

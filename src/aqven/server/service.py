@@ -22,6 +22,7 @@ from aqven.project.local import simulate_enabled
 from aqven.project.paths import DB_FILE, state_dir
 from aqven.project.schema import Case
 from aqven.research.findings import regenerate
+from aqven.research.holdout import check_case, check_run
 from aqven.research.series_service import SeriesService
 from aqven.research.workspace import Workspace
 from aqven.store.db import Database
@@ -85,6 +86,18 @@ class ProjectService:
     def find_case(self, case_name: str, dataset_id: str | None) -> tuple[str, Case]:
         return find_case(self.project().datasets, case_name, dataset_id)
 
+    # ---- held-out cases (aqven.research.holdout decides) ----
+
+    def package(self) -> str:
+        """The salt of the dev/holdout split."""
+        return self.project().package
+
+    def visible_run(self, run_id: str) -> RunRecord:
+        """A run that may be shown: RUN_NOT_FOUND when there is none, HOLDOUT_HIDDEN when it ran a held-out case."""
+        record = self.runs.get(run_id)
+        check_run(self.package(), run_id, record.case_name)
+        return record
+
     # ---- runs ----
 
     def build_request(self, body: dict[str, Any]) -> RunRequest:
@@ -105,6 +118,7 @@ class ProjectService:
         fields: dict[str, Any] = {}
         if case_name is not None:
             dataset_id, case = self.find_case(str(case_name), dataset_id)
+            check_case(self.package(), case.name)  # held-out cases run only inside a series
             fields = {
                 "input": case.input,
                 "context": case.context,

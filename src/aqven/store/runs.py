@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -24,6 +25,15 @@ def new_id(prefix: str) -> str:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _where(flow_id: str | None, status: str | None, series_id: str | None) -> tuple[str, tuple[str, ...]]:
+    clauses, params = [], []
+    for col, val in (("flow_id", flow_id), ("status", status), ("series_id", series_id)):
+        if val is not None:
+            clauses.append(f"{col}=?")
+            params.append(val)
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), tuple(params)
 
 
 class RunStore:
@@ -112,17 +122,34 @@ class RunStore:
         limit: int = 50,
         offset: int = 0,
     ) -> list[RunRecord]:
-        clauses, params = [], []
-        for col, val in (("flow_id", flow_id), ("status", status), ("series_id", series_id)):
-            if val is not None:
-                clauses.append(f"{col}=?")
-                params.append(val)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        where, params = _where(flow_id, status, series_id)
         rows = self.db.query(
             f"SELECT * FROM runs {where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
             (*params, limit, offset),
         )
         return [self._record(r) for r in rows]
+
+    def list_runs_except(
+        self,
+        hidden: Callable[[str | None], bool],
+        *,
+        flow_id: str | None = None,
+        status: str | None = None,
+        series_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[RunRecord], int]:
+        """`list_runs` without the runs whose case name `hidden` is true for (offset and limit count the runs
+        that are shown), and how many of the runs the filters match were left out."""
+        where, params = _where(flow_id, status, series_id)
+        rows = self.db.query(f"SELECT id, case_name FROM runs {where} ORDER BY created_at DESC, id DESC", params)
+        shown = [r["id"] for r in rows if not hidden(r["case_name"])]
+        page = shown[offset : offset + limit]
+        if not page:
+            return [], len(rows) - len(shown)
+        marks = ",".join("?" for _ in page)
+        by_id = {r["id"]: r for r in self.db.query(f"SELECT * FROM runs WHERE id IN ({marks})", tuple(page))}
+        return [self._record(by_id[i]) for i in page if i in by_id], len(rows) - len(shown)
 
     def ids_with_status(self, *statuses: str) -> list[str]:
         marks = ",".join("?" for _ in statuses)

@@ -1,0 +1,132 @@
+"""Held-out cases are never shown one by one: the one place that decides what of them is hidden.
+
+A case is held out by the split (`aqven.project.split`); a run is held out when it ran a held-out case. REST
+(`server/routes_runs.py`, `server/service.py`), the MCP tools (`server/mcp_server.py`), the Studio chat tools and
+the series code (`series_start.py`, `series_end.py`) all ask here, so a change can't be tuned to held-out cases
+through any of them:
+
+* a held-out run is not listed (only counted) and reading it, its events or a node is `HOLDOUT_HIDDEN` (403);
+* a run of a held-out case is not started (`HOLDOUT_HIDDEN`): held-out cases run only inside a series;
+* `NOT_RUNNABLE` problems name held-out cases only by a label (`<held-out case 1>`) and count them;
+* the error of a failed series gives the run and case only when its first failing attempt is on dev.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from aqven.errors import AqvenError
+from aqven.project.split import side_of
+
+HOLDOUT_HIDDEN = "HOLDOUT_HIDDEN"
+HINT = "held-out cases are never shown one by one; run the series on dev to inspect cases"
+#: Error codes whose messages AQVEN writes without anything of the case (shown even for a held-out attempt).
+PLAIN_MESSAGES = frozenset(
+    {"PROVIDER_KEY_MISSING", "PROVIDER_RATE_LIMITED", "MODEL_TIMEOUT", "MODEL_STREAM_STALLED", "SIMULATOR_MISSING"}
+)
+#: ... and the NOT_RUNNABLE problems whose messages name nodes and files, never the case's content.
+PLAIN_PROBLEMS = PLAIN_MESSAGES | {"NODE_OUTPUTS_MISSING", "RANGE_INVALID", "NO_CASES"}
+HIDDEN_MESSAGE = "(the message of a held-out attempt is not shown: it may quote the case)"
+
+
+class HoldoutHidden(AqvenError):
+    """Something of a held-out case was asked for one by one."""
+
+    code = HOLDOUT_HIDDEN
+    http_status = 403
+
+
+def is_held_out(package: str | None, case_name: object) -> bool:
+    """True for a named case on the held-out side; with no known package every named case counts as held out.
+    A run without a case (a plain input) is never held out."""
+    if not isinstance(case_name, str) or not case_name:
+        return False
+    return package is None or side_of(package, case_name) == "holdout"
+
+
+def held_out_test(package: str | None) -> Callable[[object], bool]:
+    """`is_held_out` for one package, remembering the names it has seen (a listing repeats them)."""
+    seen: dict[object, bool] = {}
+
+    def test(case_name: object) -> bool:
+        if case_name not in seen:
+            seen[case_name] = is_held_out(package, case_name)
+        return seen[case_name]
+
+    return test
+
+
+def check_run(package: str | None, run_id: str, case_name: object) -> None:
+    """Raise `HOLDOUT_HIDDEN` when run `run_id` ran a held-out case."""
+    if is_held_out(package, case_name):
+        raise HoldoutHidden(
+            f"run {run_id} ran a held-out case: its case, inputs, outputs and trace are not shown",
+            hint=HINT + "; a series' numbers (GET /api/series/{id}, MCP series_get) count held-out attempts",
+        )
+
+
+def check_case(package: str | None, case_name: object) -> None:
+    """Raise `HOLDOUT_HIDDEN` for a run asked for on a held-out case (it would show the case one by one)."""
+    if is_held_out(package, case_name):
+        raise HoldoutHidden(
+            "that case is held out: a run of it alone would show a held-out case",
+            hint="run working (dev) cases (GET /api/datasets/{id}, MCP get_dataset, lists them); held-out cases "
+            "run only inside a series",
+        )
+
+
+def _replace_names(text: Any, labels: dict[str, str]) -> Any:
+    if not isinstance(text, str):
+        return text
+    for name in sorted(labels, key=len, reverse=True):
+        text = text.replace(name, labels[name])
+    return text
+
+
+def hide_problems(package: str | None, problems: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """NOT_RUNNABLE problems (one per case and variant) with each held-out case replaced by a label
+    (`<held-out case 1>`) and its message hidden unless AQVEN wrote it without the case; and how many
+    held-out cases there were."""
+    problems = list(problems)
+    hidden = [p["case"] for p in problems if is_held_out(package, p.get("case"))]
+    labels = {name: f"<held-out case {i}>" for i, name in enumerate(dict.fromkeys(hidden), start=1)}
+    if not labels:
+        return problems, 0
+    out: list[dict[str, Any]] = []
+    for p in problems:
+        case = p.get("case")
+        if isinstance(case, str) and case in labels:
+            shown = p.get("code") in PLAIN_PROBLEMS or str(p.get("code", "")).startswith("E_")
+            p = {k: _replace_names(v, labels) for k, v in p.items()}
+            p["case"] = labels[case]
+            if not shown:
+                p["message"] = HIDDEN_MESSAGE
+        out.append(p)
+    return out, len(labels)
+
+
+def series_error(
+    *, code: str | None, message: str | None, run_id: str | None, case: str, side: str, variant: str
+) -> dict[str, Any]:
+    """The `error` of a failed series from its first failing attempt: its run, case and message only when
+    that attempt is on dev (a held-out attempt's message only when AQVEN wrote it without the case)."""
+    dev = side == "dev"
+    return {
+        "code": code,
+        "message": message if dev or code in PLAIN_MESSAGES else HIDDEN_MESSAGE,
+        "run_id": run_id if dev else None,
+        "case": case if dev else None,
+        "variant": variant,
+    }
+
+
+def series_error_view(error: Any) -> Any:
+    """A stored series `error` as it may be shown: one written before `series_error` existed that came from a
+    held-out attempt (no case) loses its run and, unless plain, its message."""
+    if not isinstance(error, dict) or error.get("case") is not None:
+        return error
+    if not (error.get("run_id") or error.get("message")):
+        return error
+    message = error.get("message") if error.get("code") in PLAIN_MESSAGES else HIDDEN_MESSAGE
+    return {**error, "run_id": None, "message": message}
