@@ -248,3 +248,36 @@ def test_studio_chat_tools_hide_held_out_runs(client: Any) -> None:
         assert answer["error"]["code"] == "HOLDOUT_HIDDEN", answer
     assert listed == {"runs": [], "hidden_holdout_runs": 6}
     assert leaks([got, events, node, listed]) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "known"),
+    [
+        ("colour: blue\n", True),  # another key's mistake: the written package still salts the split
+        ("package: 9-not-a-name\n", False),  # no valid package: every case counts as held out
+    ],
+)
+def test_a_broken_aqven_yaml_never_moves_held_out_cases_to_dev(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str, known: bool
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from aqven.server.app import create_app
+
+    monkeypatch.setenv("AQVEN_SIM_LATENCY_SCALE", "0")
+    root = tmp_path / "p"
+    dev = write_project(root, cases=6, simulator="seeded", extra_cases=HELD)
+    cfg = root / "aqven.yaml"
+    text = cfg.read_text()
+    if extra.startswith("package:"):
+        text = "\n".join(line for line in text.splitlines() if not line.startswith("package:")) + "\n"
+    cfg.write_text(text + extra)
+    with TestClient(create_app(root)) as c:
+        data = c.get("/api/datasets/questions").json()
+        assert leaks(data) == []
+        assert data["dev"] == (6 if known else 0)
+        assert sorted(x["name"] for x in data["cases"]) == (sorted(dev) if known else [])
+        refused = c.post("/api/runs", json={"flow_id": "answer", "case": HELD[0], "simulate": True})
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "HOLDOUT_HIDDEN"
+        working = c.post("/api/runs", json={"flow_id": "answer", "case": dev[0], "simulate": True})
+        assert working.status_code == (201 if known else 403), working.text

@@ -155,6 +155,15 @@ def test_held_out_attempts_are_not_listed_one_by_one(client: TestClient) -> None
     assert items and all(a["case_name"] is None and a["run_id"] is None for a in items)
     runs = client.get("/api/studio/runs", params={"series_id": sid}).json()["items"]
     assert runs and all(r["held_out"] and r["case_name"] is None for r in runs)
+    for r in runs:  # the run itself is not opened either: not its trace, not its live stream
+        for url in (f"/api/studio/runs/{r['id']}/trace", f"/api/runs/{r['id']}/stream"):
+            refused = client.get(url)
+            assert refused.status_code == 403 and refused.json()["error"]["code"] == "HOLDOUT_HIDDEN", url
+    # A search by case name does not count held-out runs (the count would tell which names are held out).
+    held = [a.case_name for a in client.app.state.service.series.store.attempts(sid)]
+    for name in held:
+        found = client.get("/api/studio/runs", params={"case": name}).json()
+        assert found["total"] == 0 and found["items"] == [], name
     findings = client.get("/api/studio/findings").json()
     assert len(findings["findings"]) == 1 and "reply_overpromise_risk" in findings["findings_md"]
     one = findings["findings"][0]

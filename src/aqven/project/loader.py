@@ -16,6 +16,7 @@ from aqven.errors import ProjectError
 from aqven.project.diagnostics import Diagnostic, sort_key
 from aqven.project.paths import link_outside, listed_name, rel, within
 from aqven.project.schema import AgentSpec, Dataset, FlowSpec, ProjectConfig, is_identifier
+from aqven.project.split import Side, side_of
 from aqven.project.yaml_source import PathKey, YamlDoc, read_yaml
 
 M = TypeVar("M", bound=BaseModel)
@@ -43,6 +44,8 @@ class Project:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     files: dict[tuple[str, str], str] = field(default_factory=dict)  # (agent|dataset|flow, id) -> relative file
     failed: set[tuple[str, str]] = field(default_factory=set)  # (kind, id) whose file exists but did not load
+    # False when aqven.yaml names no valid package: the split is unknown, so no case may be shown as dev.
+    package_known: bool = True
 
     def file_of(self, kind: str, item_id: str) -> str | None:
         return self.files.get((kind, item_id))
@@ -50,6 +53,10 @@ class Project:
     @property
     def package(self) -> str:
         return self.config.package
+
+    def side(self, case_name: str) -> Side:
+        """The case's side of the split; every case is held out while the package is unknown."""
+        return side_of(self.package, case_name) if self.package_known else "holdout"
 
     def doc_line(self, file: str, path: PathKey) -> int | None:
         doc = self.docs.get(file)
@@ -335,6 +342,13 @@ def load_project(root: Path) -> Project:
     config = load_model(project, cfg_path, ProjectConfig)
     if config is not None:
         project.config = config
+    else:
+        # The package salts the dev/holdout split: another key's mistake must not move cases between the sides.
+        package = _written_package(project)
+        if package is not None:
+            project.config = ProjectConfig(package=package)
+        else:
+            project.package_known = False
 
     project.agents = _load_items(project, "agent", root / "agents", AgentSpec)
     project.datasets = _load_items(project, "dataset", root / "datasets", Dataset)
@@ -344,6 +358,16 @@ def load_project(root: Path) -> Project:
             project.flows[folder.name] = source
     project.diagnostics.sort(key=sort_key)
     return project
+
+
+def _written_package(project: Project) -> str | None:
+    """The `package:` of an aqven.yaml that did not load as a whole, when that key itself is valid."""
+    doc = project.docs.get("aqven.yaml")
+    data = doc.data if doc is not None else None
+    package = data.get("package") if isinstance(data, dict) else None
+    if isinstance(package, str) and is_identifier(package):
+        return package
+    return None
 
 
 def _package_from_folder(root: Path) -> str:

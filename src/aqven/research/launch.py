@@ -7,7 +7,6 @@ from typing import Any, Literal
 
 from aqven.errors import AqvenError
 from aqven.project.local import spend_cap
-from aqven.project.split import side_of
 from aqven.research import launch_math
 from aqven.research.experiment_schema import MAX_REPEATS
 from aqven.research.experiments import ExperimentSource, selected_cases
@@ -40,7 +39,7 @@ def parse_cap(cap_usd: Any) -> Decimal | None:
 
 def available_cases(ws: Workspace, exp: ExperimentSource, on: Side) -> list[str]:
     """Names of the experiment's cases on `on`, in file order."""
-    return [c.name for c in selected_cases(ws.project, exp.spec) if side_of(ws.project.package, c.name) == on]
+    return [c.name for c in selected_cases(ws.project, exp.spec) if ws.project.side(c.name) == on]
 
 
 def validate_counts(cases: int | None, repeats: int | None) -> None:

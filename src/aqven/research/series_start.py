@@ -12,7 +12,6 @@ from aqven.engine.runner import Engine
 from aqven.errors import AqvenError, NotFoundError
 from aqven.project.local import simulate_enabled
 from aqven.project.schema import Case
-from aqven.project.split import side_of
 from aqven.research.experiment_schema import MAX_REPEATS
 from aqven.research.experiments import ExperimentSource, metric_check, selected_cases
 from aqven.research.holdout import hide_problems
@@ -113,7 +112,7 @@ def prepare_series(ws: Workspace, engine: Engine, body: SeriesStartBody) -> dict
     cap = parse_cap(body.cap_usd)
     pcap, source = project_cap(ws)
     simulate = simulate_enabled(ws.project.root, body.simulate)
-    package = ws.project.package
+    package = ws.project.package if ws.project.package_known else None
     exp: ExperimentSource | None = None
     if body.experiment_id is not None:
         exp = ws.experiment(body.experiment_id)
@@ -121,7 +120,7 @@ def prepare_series(ws: Workspace, engine: Engine, body: SeriesStartBody) -> dict
         if problems:
             raise _refuse(problems, "the project has errors")
         spec = exp.spec
-        available = [c for c in selected_cases(ws.project, spec) if side_of(package, c.name) == body.on]
+        available = [c for c in selected_cases(ws.project, spec) if ws.project.side(c.name) == body.on]
         cases = available[: body.cases] if body.cases is not None else available
         if not cases:
             raise _refuse(
@@ -141,7 +140,7 @@ def prepare_series(ws: Workspace, engine: Engine, body: SeriesStartBody) -> dict
             to_node=spec.subject.to,
             dataset_id=spec.dataset.id,
             cases=[c.name for c in cases],
-            sides={c.name: side_of(package, c.name) for c in cases},
+            sides={c.name: ws.project.side(c.name) for c in cases},
             variants=spec.variant_ids,
             repeats=body.repeats or spec.repeats,
             question=spec.question.model_dump(),
@@ -180,7 +179,7 @@ def prepare_series(ws: Workspace, engine: Engine, body: SeriesStartBody) -> dict
             to_node=look.end_node,
             dataset_id=look.dataset_id,
             cases=[c.name for c in cases],
-            sides={c.name: side_of(package, c.name) for c in cases},
+            sides={c.name: ws.project.side(c.name) for c in cases},
             variants=["as_written"],
             repeats=1,
             question={"kind": "look"},

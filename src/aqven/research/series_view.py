@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from aqven.errors import NotFoundError
+from aqven.research.holdout import series_error_view
 from aqven.research.series_end import compute_verdict
 from aqven.research.series_runner import active_now
 from aqven.store.runs import RunStore
@@ -170,7 +171,7 @@ def snapshot(s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases:
         "eta": eta(s, tally),
         "matrix": matrix(s, tally, verdict),
         "verdict": verdict,
-        "error": s.error,
+        "error": series_error_view(s.error),  # a series stored before the rule may still name a held-out run
         "finding": s.finding,
         "plan": {
             "flow_id": s.plan.flow_id,

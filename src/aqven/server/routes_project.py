@@ -10,7 +10,6 @@ from aqven.engine.compile import FlowCompiler
 from aqven.engine.compiled import CompiledNode
 from aqven.errors import NotFoundError
 from aqven.project.local import spend_cap
-from aqven.project.split import side_of
 from aqven.research.workspace import check_workspace
 from aqven.server.deps import service_of
 from aqven.server.service import ProjectService
@@ -104,7 +103,7 @@ def list_datasets(svc: ProjectService = Depends(service_of)) -> list[dict[str, A
     project = svc.project()
     out = []
     for did, ds in sorted(project.datasets.items()):
-        dev = sum(side_of(project.package, c.name) == "dev" for c in ds.cases)
+        dev = sum(project.side(c.name) == "dev" for c in ds.cases)
         out.append(
             {
                 "id": did,
@@ -126,7 +125,7 @@ def get_dataset(dataset_id: str, svc: ProjectService = Depends(service_of)) -> d
         raise NotFoundError(
             f"no dataset {dataset_id!r}", code="DATASET_NOT_FOUND", hint=f"datasets: {', '.join(project.datasets)}"
         )
-    dev = [c for c in ds.cases if side_of(project.package, c.name) == "dev"]
+    dev = [c for c in ds.cases if project.side(c.name) == "dev"]
     return {
         "id": dataset_id,
         "description": ds.description,

@@ -26,7 +26,8 @@ from sse_starlette import EventSourceResponse
 from aqven.engine.compile import FlowCompiler
 from aqven.errors import AqvenError, NotFoundError
 from aqven.project.local import simulate_enabled
-from aqven.research.findings import FINDINGS_MD, is_intact, read_findings
+from aqven.research.findings import is_intact, read_findings, read_findings_md
+from aqven.research.holdout import held_out_test, is_held_out
 from aqven.research.inputs import inputs_manifest
 from aqven.research.series_view import snapshot
 from aqven.server import chat
@@ -147,6 +148,14 @@ def runs_page(
         clauses.append("series_id IS NOT NULL")
     elif source == "hand":
         clauses.append("series_id IS NULL")
+    held_out_case = held_out_test(svc.package())
+    if case:
+        # A search by case name leaves held-out runs out, count included: it would tell which names are held out.
+        found = svc.db.query(f"SELECT id, case_name FROM runs WHERE {' AND '.join(clauses)}", tuple(params))
+        hidden = [r["id"] for r in found if held_out_case(r["case_name"])]
+        if hidden:
+            clauses.append(f"id NOT IN ({','.join('?' for _ in hidden)})")
+            params.extend(hidden)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     total_row = svc.db.query_one(f"SELECT COUNT(*) AS n FROM runs {where}", tuple(params))
     total = total_row["n"] if total_row else 0
@@ -167,7 +176,7 @@ def runs_page(
         }
     for r in items:
         r["simulated"] = bool(r["simulated"])
-        r["held_out"] = r["id"] in held_out
+        r["held_out"] = r["id"] in held_out or held_out_case(r["case_name"])
         if r["held_out"]:
             r["case_name"] = None  # held-out cases are not listed one by one
     return {
@@ -308,6 +317,7 @@ def build_trace(svc: ProjectService, run_id: str) -> dict[str, Any]:
 
 @router.get("/api/studio/runs/{run_id}/trace")
 async def run_trace(run_id: str, svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
+    svc.visible_run(run_id)  # HOLDOUT_HIDDEN for a run of a held-out case
     return await asyncio.to_thread(build_trace, svc, run_id)
 
 
@@ -318,7 +328,7 @@ def _sse(event: str, data: Any) -> dict[str, str]:
 @router.get("/api/runs/{run_id}/stream")
 async def run_stream(run_id: str, request: Request, svc: ProjectService = Depends(service_of)) -> EventSourceResponse:
     """Server-sent events: `trace` (the whole trace) each time the run moves on, then `end` once it stops."""
-    svc.runs.get(run_id)
+    svc.visible_run(run_id)  # HOLDOUT_HIDDEN for a run of a held-out case
 
     async def events() -> AsyncIterator[dict[str, str]]:
         started = time.monotonic()
@@ -355,7 +365,10 @@ async def studio_answer_human(
     """Answer a waiting human node (as POST /api/runs/{id}/human/{node}), on the server's event loop: the run
     resumes as an asyncio task, which a worker thread cannot start."""
     svc.answer_human(run_id, node_id, body.answer)
-    return svc.runs.get(run_id).model_dump(mode="json")
+    record = svc.runs.get(run_id)
+    if is_held_out(svc.package(), record.case_name):  # answered, but its case is not shown back
+        return {"id": record.id, "status": record.status, "held_out": True}
+    return record.model_dump(mode="json")
 
 
 # ---- series ----
@@ -580,8 +593,7 @@ def studio_findings(svc: ProjectService = Depends(service_of)) -> dict[str, Any]
                 "freshness": freshness(svc, data),
             }
         )
-    md = root / FINDINGS_MD
-    return {"findings": items, "findings_md": md.read_text(encoding="utf-8") if md.is_file() else ""}
+    return {"findings": items, "findings_md": read_findings_md(root) or ""}
 
 
 @router.get("/api/studio/findings/{experiment_id}/{series_id}/freshness")

@@ -88,9 +88,11 @@ class ProjectService:
 
     # ---- held-out cases (aqven.research.holdout decides) ----
 
-    def package(self) -> str:
-        """The salt of the dev/holdout split."""
-        return self.project().package
+    def package(self) -> str | None:
+        """The salt of the dev/holdout split; None when aqven.yaml names no valid package (every case is then
+        treated as held out)."""
+        project = self.project()
+        return project.package if project.package_known else None
 
     def visible_run(self, run_id: str) -> RunRecord:
         """A run that may be shown: RUN_NOT_FOUND when there is none, HOLDOUT_HIDDEN when it ran a held-out case."""
