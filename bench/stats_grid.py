@@ -34,13 +34,20 @@ pairs, Newcombe's square-and-add over naive Wilson without the correlation term)
 (`clustered_wald_batch`; for pairs, d ± z·√V on the per-case residual differences). They must fail
 visibly.
 
+A third world, for single cells only (``--cell broken,...``): a variant that **breaks a few cases**. A's
+case rates are drawn as for one rate; B runs the same cases at the same rates, except that each case is
+broken for B (every attempt fails) with probability β. The truth is B − A = −β·p, the case a noninferior
+question must not confirm; the oracle variance is Var(δ)/n of the per-case difference δ = m_B − m_A.
+
     .venv/bin/python bench/stats_grid.py            # the full grid → docs/figures/ (560 s of CPU in all)
     .venv/bin/python bench/stats_grid.py --quick    # a small grid → bench/out/ (about a minute)
     .venv/bin/python bench/stats_grid.py --recheck-top 10 --sims 20000 --base-seed 7
                 # the 10 cells of each kind with the largest one-sided miss again, with new series
     .venv/bin/python bench/stats_grid.py --cell one_rate,p=0.97,n=100,r=20,rho=0.3 --sims 20000 --base-seed 7
+    .venv/bin/python bench/stats_grid.py --cell broken,p=0.5,n=30,r=5,rho=0.9,beta=0.05 --out bench/out/broken
     options: --sims N (series per cell), --jobs N (processes), --out DIR, --only one_rate|paired, --no-plot,
-             --from-csv (summary and plot from the CSVs in the output folder, no simulation)
+             --from-csv (summary and plot from the CSVs in the output folder, no simulation),
+             --compare PATH (the same cells from an earlier run, a CSV or a folder of them: before → after)
 
 Writes coverage_one_rate.csv, coverage_paired.csv and coverage.png (skipped with a message when matplotlib
 is missing) to the output folder and prints a summary.
@@ -126,10 +133,12 @@ class Cell:
     rho: float
     c: float = 0.0
     diff: float = 0.0  # true B − A (paired)
+    beta: float = 0.0  # share of cases that B breaks (broken)
 
     @property
     def key(self) -> str:
-        return f"{self.kind}|{self.p!r}|{self.n}|{self.r}|{self.rho!r}|{self.c!r}|{self.diff!r}"
+        key = f"{self.kind}|{self.p!r}|{self.n}|{self.r}|{self.rho!r}|{self.c!r}|{self.diff!r}"
+        return key + (f"|{self.beta!r}" if self.kind == "broken" else "")  # older kinds keep their seeds
 
     @property
     def seed(self) -> int:
@@ -137,11 +146,13 @@ class Cell:
 
     @property
     def truth(self) -> float:
+        if self.kind == "broken":
+            return -self.beta * self.p
         return self.diff if self.kind == "paired" else self.p
 
     @property
     def cost(self) -> float:
-        return self.n * (2.5 if self.kind == "paired" else 1.0)
+        return self.n * (1.0 if self.kind == "one_rate" else 2.5)
 
 
 def small_difference(pa: float) -> float:
@@ -234,11 +245,24 @@ def oracle_sd(cell: Cell, cov: float = 0.0) -> float:
 
     if cell.kind == "one_rate":
         return math.sqrt(v(cell.p) / cell.n)
+    if cell.kind == "broken":
+        # δ = m_B − m_A per case: unbroken, two independent draws at the case's rate q; broken, m_B = 0.
+        p, rho, r, beta = cell.p, cell.rho, cell.r, cell.beta
+        e_qq = rho * p * (1 - p) + p * p  # E[q²]
+        e_var = p * (1 - p) * (1 - rho)  # E[q(1 − q)]
+        e_d2 = (1 - beta) * 2 * e_var / r + beta * (e_var / r + e_qq)
+        return math.sqrt((e_d2 - (beta * p) ** 2) / cell.n)
     pa, pb = cell.p, cell.p + cell.diff
     return math.sqrt(max(v(pa) + v(pb) - 2 * cov, 0.0) / cell.n)
 
 
 # ---- one cell -----------------------------------------------------------------------------------------
+
+_FIELDS = {
+    "one_rate": ("kind", "p", "n", "r", "rho"),
+    "paired": ("kind", "p", "n", "r", "rho", "c", "diff"),
+    "broken": ("kind", "p", "n", "r", "rho", "beta"),
+}
 
 
 def _cover(low: np.ndarray, high: np.ndarray, truth: float) -> tuple[float, float, float]:
@@ -283,6 +307,19 @@ def run_cell(job: tuple[Cell, int, float, int]) -> dict[str, Any]:
             "clustered_wald": clustered_wald_batch(y, reps)[1:],
         }
         all_pass = float(np.mean(y.sum(axis=1) == cell.n * cell.r))
+    elif cell.kind == "broken":
+        if cell.rho == 0.0:
+            q = np.full((sims, cell.n), cell.p)
+        else:
+            a, b = beta_params(cell.p, cell.rho)
+            q = rng.beta(a, b, size=(sims, cell.n))
+        ya = rng.binomial(cell.r, q).astype(np.float64)
+        broken = rng.random((sims, cell.n)) < cell.beta
+        yb = np.where(broken, 0.0, rng.binomial(cell.r, q)).astype(np.float64)
+        est, low, high = paired_difference_batch(ya, reps, yb, reps)
+        naive, cwald = _paired_controls(ya, yb, reps)
+        controls = {"naive_wilson": naive, "clustered_wald": cwald}
+        all_pass = float(np.mean((ya.sum(axis=1) == cell.n * cell.r) & (yb.sum(axis=1) == cell.n * cell.r)))
     else:
         pa, pb = cell.p, cell.p + cell.diff
         za = rng.standard_normal((sims, cell.n))
@@ -303,7 +340,7 @@ def run_cell(job: tuple[Cell, int, float, int]) -> dict[str, Any]:
     o_width = 2 * Z95 * o_sd
     med, p90 = (float(x) for x in np.nanquantile(width, [0.5, 0.9]))
     row: dict[str, Any] = {
-        **{k: v for k, v in asdict(cell).items() if cell.kind == "paired" or k not in ("c", "diff")},
+        **{k: v for k, v in asdict(cell).items() if k in _FIELDS[cell.kind]},
         "truth": truth,
         "sims": sims,
         "seed": f"{base_seed}:{cell.seed}",
@@ -399,14 +436,16 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
             return int(v)
         return float(v)
 
-    with path.open(newline="") as f:
-        return [{k: value(k, v) for k, v in row.items()} for row in csv.DictReader(f)]
+    with path.open(newline="") as f:  # a mixed CSV (the recheck) leaves other kinds' columns empty
+        return [{k: value(k, v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
 
 
 def describe(row: dict[str, Any]) -> str:
     text = f"p={row['p']} n={row['n']} r={row['r']} ρ={row['rho']}"
     if row["kind"] == "paired":
         text += f" c={row['c']} d={row['diff']}"
+    if row["kind"] == "broken":
+        text += f" β={row['beta']} (d={row['truth']:.6g})"
     return text
 
 
@@ -540,8 +579,8 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path) -> str:
 
 def parse_cell(spec: str) -> Cell:
     kind, *pairs = spec.split(",")
-    if kind not in ("one_rate", "paired"):
-        raise SystemExit(f"--cell: the kind is one_rate or paired, not {kind!r}")
+    if kind not in _FIELDS:
+        raise SystemExit(f"--cell: the kind is one_rate, paired or broken, not {kind!r}")
     values = dict(pair.split("=", 1) for pair in pairs)
     try:
         return Cell(
@@ -552,17 +591,20 @@ def parse_cell(spec: str) -> Cell:
             float(values.get("rho", 0)),
             float(values.get("c", 0)),
             float(values.get("diff", 0)),
+            float(values.get("beta", 0)),
         )
     except (KeyError, ValueError) as exc:
-        raise SystemExit(f"--cell {spec!r}: needs p=, n=, r= (and rho=, c=, diff=): {exc}") from exc
+        raise SystemExit(f"--cell {spec!r}: needs p=, n=, r= (and rho=, c=, diff=, beta=): {exc}") from exc
 
 
 def cell_spec(row: dict[str, Any]) -> str:
     spec = f"{row['kind']},p={row['p']},n={row['n']},r={row['r']},rho={row['rho']}"
+    if row["kind"] == "broken":
+        return spec + f",beta={row['beta']}"
     return spec + (f",c={row['c']},diff={row['diff']}" if row["kind"] == "paired" else "")
 
 
-def recheck(specs: Sequence[str], sims: int, jobs: int, base_seed: int, path: Path) -> int:
+def recheck(specs: Sequence[str], sims: int, jobs: int, base_seed: int, path: Path, before: Path | None = None) -> int:
     """Selected cells again, with more series or another seed; one-sided misses with 95% Clopper–Pearson."""
     cells = [parse_cell(s) for s in specs]
     rows = run_grid(cells, sims, min(jobs, len(cells)), base_seed)
@@ -581,7 +623,73 @@ def recheck(specs: Sequence[str], sims: int, jobs: int, base_seed: int, path: Pa
             f"{row['p_true_above_high_cp_high']:.4f}]; "
             f"median width ÷ oracle {row['ratio_median']:.3f}"
         )
+    if before is not None:
+        print("\n".join(compare(rows, before)))
     return 0
+
+
+def _compare_key(row: dict[str, Any]) -> tuple[str, str, int]:
+    return cell_spec(row), str(row["seed"]), int(row["sims"])
+
+
+def load_before(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Rows of an earlier run (a CSV, or every coverage_*.csv of a folder), by cell, seed and series."""
+    files = sorted(path.glob("coverage_*.csv")) if path.is_dir() else [path]
+    if not files or not all(f.exists() for f in files):
+        raise SystemExit(f"--compare: no coverage CSV at {path}")
+    return {_compare_key(row): row for f in files for row in read_csv(f)}
+
+
+def compare(rows: Sequence[dict[str, Any]], path: Path) -> list[str]:
+    """Before → after for the cells of this run that an earlier run measured on the same series."""
+    before = load_before(path)
+    pairs = [(before[_compare_key(r)], r) for r in rows if _compare_key(r) in before]
+    lines = [f"compared with {path}: {len(pairs)} of {len(rows)} cells measured there on the same series"]
+    if not pairs:
+        return lines
+    if len(pairs) <= 40:
+        for b, a in pairs:
+            lines.append(
+                f"  {a['kind']} {describe(a)}: P(truth < low) {b['p_true_below_low']:.4f} → "
+                f"{a['p_true_below_low']:.4f}, P(truth > high) {b['p_true_above_high']:.4f} → "
+                f"{a['p_true_above_high']:.4f}, coverage {b['coverage']:.4f} → {a['coverage']:.4f}, "
+                f"median width × {a['width_median'] / b['width_median']:.3f}"
+            )
+    for kind in sorted({a["kind"] for _, a in pairs}):
+        sub = [(b, a) for b, a in pairs if a["kind"] == kind]
+        w = np.array([a["width_median"] / b["width_median"] for b, a in sub])
+        limit = 0.025 + 3 * math.sqrt(0.025 * 0.975 / sub[0][1]["sims"])
+        worst_b = max(sub, key=lambda ba: ba[0]["worst_one_sided"])[0]
+        worst_a = max(sub, key=lambda ba: ba[1]["worst_one_sided"])[1]
+        if len(pairs) > 40:  # the cells that changed most, each way
+            order = np.argsort(w)
+            for i in [*order[:3], *order[::-1][:3]]:
+                b, a = sub[i]
+                lines.append(
+                    f"  {kind} {describe(a)}: median width × {w[i]:.3f}; P(truth < low) "
+                    f"{b['p_true_below_low']:.4f} → {a['p_true_below_low']:.4f}, P(truth > high) "
+                    f"{b['p_true_above_high']:.4f} → {a['p_true_above_high']:.4f}"
+                )
+        lines += [
+            f"  {kind}: {len(sub)} cells; median width after ÷ before: median {np.median(w):.3f}, "
+            f"range {w.min():.3f}–{w.max():.3f}; cells wider by > 5%: {int((w > 1.05).sum())}, "
+            f"narrower by > 5%: {int((w < 0.95).sum())}",
+            f"    worst one-sided miss {worst_b['worst_one_sided']:.4f} ({describe(worst_b)}) → "
+            f"{worst_a['worst_one_sided']:.4f} ({describe(worst_a)}); cells with a one-sided miss above "
+            f"{limit:.4f} (2.5% + 3 SE): {sum(b['worst_one_sided'] > limit for b, _ in sub)} → "
+            f"{sum(a['worst_one_sided'] > limit for _, a in sub)}",
+            f"    mean P(truth < low) {np.mean([b['p_true_below_low'] for b, _ in sub]):.4f} → "
+            f"{np.mean([a['p_true_below_low'] for _, a in sub]):.4f}, mean P(truth > high) "
+            f"{np.mean([b['p_true_above_high'] for b, _ in sub]):.4f} → "
+            f"{np.mean([a['p_true_above_high'] for _, a in sub]):.4f}; minimum coverage "
+            f"{min(b['coverage'] for b, _ in sub):.4f} → {min(a['coverage'] for _, a in sub):.4f}",
+        ]
+        by_n = {n: w[[a["n"] == n for _, a in sub]] for n in sorted({a["n"] for _, a in sub})}
+        lines.append(
+            "    median width after ÷ before by n, median (max): "
+            + ", ".join(f"n={n} {np.median(x):.3f} ({x.max():.3f})" for n, x in by_n.items())
+        )
+    return lines
 
 
 def _cp(k: int, n: int) -> tuple[float, float]:
@@ -605,8 +713,17 @@ def main() -> int:
         "--cell",
         action="append",
         default=[],
-        help="measure only this cell again, e.g. one_rate,p=0.97,n=100,r=20,rho=0.3 or "
-        "paired,p=0.5,n=10,r=1,rho=0.9,c=0.9,diff=-0.02 (repeatable; use with --sims and --base-seed)",
+        help="measure only this cell again, e.g. one_rate,p=0.97,n=100,r=20,rho=0.3, "
+        "paired,p=0.5,n=10,r=1,rho=0.9,c=0.9,diff=-0.02 or broken,p=0.5,n=30,r=5,rho=0.9,beta=0.05 "
+        "(repeatable; use with --sims and --base-seed); writes coverage_recheck.csv in the output folder",
+    )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="print before → after against an earlier run's CSV (or folder of CSVs) for the cells measured "
+        "there with the same seed and series (e.g. the same grid before a change to the intervals)",
     )
     parser.add_argument(
         "--recheck-top",
@@ -624,7 +741,7 @@ def main() -> int:
         for kind in ("one_rate", "paired") if args.recheck_top else ():
             ranked = sorted(read_csv(out / f"coverage_{kind}.csv"), key=lambda r: -r["worst_one_sided"])
             specs += [cell_spec(r) for r in ranked[: args.recheck_top]]
-        return recheck(specs, args.sims, args.jobs, args.base_seed, out / "coverage_recheck.csv")
+        return recheck(specs, args.sims, args.jobs, args.base_seed, out / "coverage_recheck.csv", args.compare)
     grid = QUICK if args.quick else FULL
     kinds = [args.only] if args.only else ["one_rate", "paired"]
     started = time.perf_counter()
@@ -650,6 +767,8 @@ def main() -> int:
         print("\n".join(summarise(kind, rows)))
         for axis in ("p", "n", "r", "rho") + (("c", "diff") if kind == "paired" else ()):
             print("\n".join(breakdown(rows, axis)))
+        if args.compare is not None:
+            print("\n".join(compare(rows, args.compare)))
         lows = sorted((r for r in rows if r["coverage"] < FLOOR), key=lambda r: r["coverage"])
         for r in lows:
             print(

@@ -10,10 +10,17 @@ at a true 95% the chance of falling below 93% is about 1 in 10,000).
 Negative control: Wilson's interval on all attempts as if they were independent must fail the same
 test visibly — otherwise the test could not tell a good interval from a bad one.
 
+One-sided misses (20,000 series per cell): where the intervals used to lie above the truth too often
+(docs/statistical-validity.md, "Defects fixed"), P(truth < low) must stay within 2.5% + 3 standard
+errors — one rate at high rates with 20 repeats and ρ = 0.3, the paired difference when both variants
+agree on most cases, and a variant that breaks a few cases outright.
+
 Run with ``-s`` to see the table of measured coverage.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -21,6 +28,7 @@ import scipy.special
 import scipy.stats
 
 from aqven.research.stats import (
+    Z95,
     naive_wilson_batch,
     one_rate,
     one_rate_batch,
@@ -43,11 +51,11 @@ def case_rates(u: Floats, p: float, rho: float) -> Floats:
     return out
 
 
-def repeats_of(rng: np.random.Generator, n: int, r: int | tuple[int, int]) -> Floats:
+def repeats_of(rng: np.random.Generator, n: int, r: int | tuple[int, int], series: int = SERIES) -> Floats:
     """r repeats per case, or a random count in [lo, hi] per case (attempts lost to infrastructure)."""
     if isinstance(r, int):
-        return np.full((SERIES, n), float(r))
-    return rng.integers(r[0], r[1] + 1, size=(SERIES, n)).astype(np.float64)
+        return np.full((series, n), float(r))
+    return rng.integers(r[0], r[1] + 1, size=(series, n)).astype(np.float64)
 
 
 def coverage(low: Floats, high: Floats, truth: float) -> float:
@@ -85,15 +93,15 @@ def simulate_one(seed: int, p: float, rho: float, n: int, r: int | tuple[int, in
 
 
 def simulate_pair(
-    seed: int, pa: float, pb: float, rho: float, c: float, n: int, r: int | tuple[int, int]
+    seed: int, pa: float, pb: float, rho: float, c: float, n: int, r: int | tuple[int, int], series: int = SERIES
 ) -> tuple[Floats, Floats, Floats, Floats]:
     """Two variants on the same cases; their case difficulties are linked by a Gaussian copula."""
     rng = np.random.default_rng(seed)
-    za = rng.standard_normal((SERIES, n))
-    zb = c * za + np.sqrt(1 - c * c) * rng.standard_normal((SERIES, n))
+    za = rng.standard_normal((series, n))
+    zb = c * za + np.sqrt(1 - c * c) * rng.standard_normal((series, n))
     qa = case_rates(scipy.stats.norm.cdf(za), pa, rho)
     qb = case_rates(scipy.stats.norm.cdf(zb), pb, rho)
-    reps = repeats_of(rng, n, r).astype(np.int64)
+    reps = repeats_of(rng, n, r, series).astype(np.int64)
     ya = rng.binomial(reps, qa).astype(np.float64)
     yb = rng.binomial(reps, qb).astype(np.float64)
     return ya, reps.astype(np.float64), yb, reps.astype(np.float64)
@@ -181,3 +189,76 @@ def test_the_simulation_has_the_intended_truth() -> None:
     assert float(q.mean()) == pytest.approx(0.98, abs=5e-4)
     # ICC of Bernoulli(q) attempts = Var(q) / (p(1−p)).
     assert float(q.var()) / (0.98 * 0.02) == pytest.approx(0.7, abs=0.02)
+
+
+# ---- one-sided misses where the intervals used to lie above the truth -----------------------------------
+
+ONE_SIDED_SERIES = 20_000
+
+
+def miss_limit(series: int) -> float:
+    """2.5% plus 3 Monte Carlo standard errors: a true 2.5% exceeds it about once in 700 runs."""
+    return 0.025 + 3 * math.sqrt(0.025 * 0.975 / series)
+
+
+def one_sided(low: Floats, high: Floats, truth: float) -> tuple[float, float]:
+    """(P(truth < low), P(truth > high)): the interval lies above / below the truth."""
+    return float(np.mean(truth < low)), float(np.mean(truth > high))
+
+
+def test_one_rate_does_not_lie_above_a_high_rate_too_often() -> None:
+    """High rates, 20 repeats, ρ = 0.3: a few cases fail often, so p̂ is skewed and V is small exactly
+    when p̂ is high. Before the skewness correction these cells missed below 3.0–3.4% of the time."""
+    cells = [(0.97, 0.3, 100, 20), (0.99, 0.3, 300, 20), (0.97, 0.3, 300, 20)]
+    below_all: list[float] = []
+    for seed, (p, rho, n, r) in enumerate(cells):
+        rng = np.random.default_rng(5000 + seed)
+        a, b = p * (1 - rho) / rho, (1 - p) * (1 - rho) / rho
+        y = rng.binomial(r, rng.beta(a, b, size=(ONE_SIDED_SERIES, n))).astype(np.float64)
+        _, low, high = one_rate_batch(y, np.full_like(y, float(r)))
+        below, above = one_sided(low, high, p)
+        oracle = 2 * Z95 * math.sqrt(p * (1 - p) * (1 + (r - 1) * rho) / (n * r))
+        width = float(np.median(high - low)) / oracle
+        print(f"\n  one rate {(p, rho, n, r)}: P(truth<low) {below:.4f}, P(truth>high) {above:.4f}, width {width:.3f}")
+        assert below <= miss_limit(ONE_SIDED_SERIES), (p, rho, n, r, below)
+        assert above <= miss_limit(ONE_SIDED_SERIES), (p, rho, n, r, above)
+        assert width < 1.3, "the fix must not buy coverage with width"
+        below_all.append(below)
+    assert float(np.mean(below_all)) <= miss_limit(ONE_SIDED_SERIES * len(cells))
+
+
+# (p_A, p_B, ρ, c, cases, repeats): variants that agree on (almost) every case at p̂ near ½
+AGREEING_CELLS: list[tuple[float, float, float, float, int, Repeats]] = [
+    (0.5, 0.48, 0.9, 0.9, 10, 1),
+    (0.5, 0.48, 0.9, 0.9, 30, 1),
+]
+
+
+def test_paired_difference_does_not_lie_above_the_truth_when_variants_agree() -> None:
+    """φ near 1: the old square-and-add shrank to |asymmetry|, [0, 0] at p̂ = ½; it missed below
+    4.96% (10 cases) and 3.2% (30 cases) of the time in these cells."""
+    for seed, (pa, pb, rho, c, n, r) in enumerate(AGREEING_CELLS):
+        ya, ra, yb, rb = simulate_pair(6000 + seed, pa, pb, rho, c, n, r, ONE_SIDED_SERIES)
+        _, low, high = paired_difference_batch(ya, ra, yb, rb)
+        below, above = one_sided(low, high, pb - pa)
+        print(f"\n  paired {(pa, pb, rho, c, n, r)}: P(truth<low) {below:.4f}, P(truth>high) {above:.4f}")
+        assert below <= miss_limit(ONE_SIDED_SERIES), (n, below)
+        assert above <= miss_limit(ONE_SIDED_SERIES), (n, above)
+        assert np.all(high > low), "never a zero-width interval"
+
+
+def test_paired_difference_sees_a_variant_that_breaks_a_few_cases() -> None:
+    """B = A, except that B fails every attempt of a case with probability 5% (a regression on a few
+    cases); cases are nearly all-or-nothing (ρ = 0.9), 30 cases × 5 repeats. Truth: −0.05·0.5. The old
+    interval lay above the truth in 14% of the series: with no broken case seen, φ was close to 1."""
+    p, rho, n, r, broken = 0.5, 0.9, 30, 5, 0.05
+    rng = np.random.default_rng(7000)
+    q = case_rates(rng.random((ONE_SIDED_SERIES, n)), p, rho)
+    ya = rng.binomial(r, q).astype(np.float64)
+    yb = np.where(rng.random((ONE_SIDED_SERIES, n)) < broken, 0.0, rng.binomial(r, q)).astype(np.float64)
+    reps = np.full_like(ya, float(r))
+    _, low, high = paired_difference_batch(ya, reps, yb, reps)
+    below, above = one_sided(low, high, -broken * p)
+    print(f"\n  broken cases: P(truth<low) {below:.4f}, P(truth>high) {above:.4f}")
+    assert below <= miss_limit(ONE_SIDED_SERIES)
+    assert above <= miss_limit(ONE_SIDED_SERIES)

@@ -93,13 +93,22 @@ def test_formula_step_by_step_when_the_penalty_applies() -> None:
     n_eff = p * (1 - p) / v
     k = min(sum(1 for y, r in zip(passes, repeats, strict=True) if y < r), sum(1 for y in passes if y > 0))
     assert k == 5
-    n_star = n_eff * (Z95 / scipy.stats.t.ppf(0.975, k - 1)) ** 2
-    assert n < n_star < big_n  # no clipping: the penalised path itself is under test
-    x = p * n_star
+    t = scipy.stats.t.ppf(0.975, k - 1)
+    # The skewness correction: γ from the residuals, g of a binomial with n_eff trials.
+    resid = [y - r * p for y, r in zip(passes, repeats, strict=True)]
+    gamma = sum(e**3 for e in resid) / sum(e**2 for e in resid) ** 1.5
+    g = (1 - 2 * p) / math.sqrt(n_eff * p * (1 - p))
+    delta = (2 * Z95**2 + 1) / 6 * (g - gamma)
+    assert 0 < delta < t / 2  # a few cases fail often: p̂ is more left-skewed than the binomial
+    n_low = n_eff * (Z95 / (t + delta)) ** 2
+    n_high = n_eff * (Z95 / (t - delta)) ** 2
+    assert n < n_low < n_high < big_n  # no clipping: the penalised path itself is under test
     i = one_rate(list(zip(passes, repeats, strict=True)))
     assert i.estimate == approx(p)
-    assert i.low == approx(scipy.stats.beta.ppf(0.025, x, n_star - x + 1), rel=1e-7)
-    assert i.high == approx(scipy.stats.beta.ppf(0.975, x + 1, n_star - x), rel=1e-7)
+    x = p * n_low
+    assert i.low == approx(scipy.stats.beta.ppf(0.025, x, n_low - x + 1), rel=1e-7)
+    x = p * n_high
+    assert i.high == approx(scipy.stats.beta.ppf(0.975, x + 1, n_high - x), rel=1e-7)
 
 
 def test_fractional_scores() -> None:
@@ -238,6 +247,7 @@ def test_paired_difference_uses_the_case_correlation() -> None:
     lo_b, hi_a = ib.estimate - ib.low, ia.high - ia.estimate
     hi_b, lo_a = ib.high - ib.estimate, ia.estimate - ia.low
     d = paired_difference(a, b)
+    phi *= 30 / 32  # shrunk by n/(n+2)
     expected_low = d.estimate - math.sqrt(lo_b**2 + hi_a**2 - 2 * phi * lo_b * hi_a)
     expected_high = d.estimate + math.sqrt(hi_b**2 + lo_a**2 - 2 * phi * hi_b * lo_a)
     assert d.low == approx(expected_low, rel=1e-9)
@@ -250,11 +260,28 @@ def test_identical_variants_give_zero_difference() -> None:
     a = [(2, 2), (1, 2), (0, 2), (2, 2), (2, 2), (1, 2)]
     d = paired_difference(a, a)
     assert d.estimate == 0.0
-    assert d.low <= 0.0 <= d.high
-    # φ = 1: the radicands collapse to the squared asymmetry of the one-rate interval.
+    assert d.low < 0.0 < d.high
+    # φ = 1 shrunk to n/(n+2) = 6/8: the radicands keep 2·l·u·(1 − 6/8) besides the asymmetry.
     i = one_rate(a)
-    asymmetry = abs((i.high - i.estimate) - (i.estimate - i.low))
-    assert d.low == pytest.approx(-asymmetry) and d.high == pytest.approx(asymmetry)
+    lo, hi = i.estimate - i.low, i.high - i.estimate
+    assert d.low == approx(-math.sqrt((lo - hi) ** 2 + 2 * lo * hi * 2 / 8))
+    assert d.high == approx(math.sqrt((lo - hi) ** 2 + 2 * lo * hi * 2 / 8))
+
+
+def test_identical_variants_at_one_half_keep_a_width() -> None:
+    """Both variants pass the same 5 of 10 cases: the old square-and-add gave [0, 0] here."""
+    a = [(1, 1)] * 5 + [(0, 1)] * 5
+    d = paired_difference(a, a)
+    assert d.estimate == 0.0
+    assert d.high == approx(-d.low)
+    # At least Agresti–Min's adjusted Wald for matched pairs with no discordant pair: z/(n+2).
+    assert d.high >= Z95 / 12
+    # And no wider than treating the two variants as independent (φ = 0).
+    i = one_rate(a)
+    assert d.high < math.hypot(i.high - i.estimate, i.estimate - i.low)
+    for n in (2, 3, 30, 300, 3000):  # never zero width from a finite sample, whatever the size
+        cells = [(1, 1)] * (n // 2) + [(0, 1)] * (n - n // 2)
+        assert paired_difference(cells, cells).half_width > 0
 
 
 def test_only_cases_in_both_variants_enter() -> None:

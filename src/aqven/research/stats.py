@@ -10,13 +10,25 @@ the ``N`` attempts as ``N`` independent draws (`naive_wilson`) gives intervals f
 cases differ. `one_rate` uses an exact (Clopper–Pearson style) beta interval on a *penalised effective
 sample size* instead (Korn–Graubard):
 
-1. ``p̂ = Σy/N``; clustered variance ``V = n/(n−1)·Σ(y_i − r_i·p̂)²/N²``; ``n_eff = p̂(1−p̂)/V``.
+1. ``p̂ = Σy/N``; residuals ``e_i = y_i − r_i·p̂``; clustered variance ``V = n/(n−1)·Σe_i²/N²``;
+   ``n_eff = p̂(1−p̂)/V``.
 2. ``k`` = the number of cases with at least one fail, or with at least one pass, whichever is
-   smaller. If ``k ≥ 2``: ``n* = n_eff·(z/t_{k−1})²``, else ``n* = n``. Clip ``n*`` to ``[n, N]``.
-3. ``x = p̂·n*``; interval ``[Beta⁻¹(α/2; x, n*−x+1), Beta⁻¹(1−α/2; x+1, n*−x)]``, 0 or 1 at the edges.
+   smaller. If ``k ≥ 2``: ``n*_low = n_eff·(z/(t_{k−1} + δ))²`` and ``n*_high = n_eff·(z/(t_{k−1} − δ))²``,
+   else both are ``n``. Clip them to ``[n, N]``.
+3. ``x = p̂·n*``; low ``Beta⁻¹(α/2; x, n*−x+1)`` with ``n*_low``, high ``Beta⁻¹(1−α/2; x+1, n*−x)`` with
+   ``n*_high``; 0 or 1 at the edges.
+
+``δ`` is a skewness correction (Hall 1992, Johnson 1978, on the per-case residuals): a few cases that fail
+often make ``p̂`` more skewed than the binomial the beta bounds assume, and make ``V`` small exactly when
+``p̂`` is high, so without it the interval lies above the truth too often at high rates. With
+``γ = Σe_i³/(Σe_i²)^{3/2}`` the skewness of ``p̂`` estimated from the cases and
+``g = (1−2p̂)·√V/(p̂(1−p̂))`` the skewness of a binomial with ``n_eff`` trials,
+``δ = (2z²+1)/6·(g − γ)``, kept within ``±t/2``: the bounds move by the Edgeworth term of the studentised
+mean, less the part the beta bounds already apply. For data that spread like a binomial, ``δ ≈ 0``.
 
 `paired_difference` combines the one-rate intervals of two variants on the cases both ran with
-Newcombe's square-and-add, corrected for the correlation of the per-case means.
+Newcombe's square-and-add, corrected for the correlation of the per-case means; a positive correlation
+is shrunk by ``n/(n+2)`` so that variants that agree on every case do not get a zero-width interval.
 
 Every estimator has a vectorised ``*_batch`` form (rows are series, columns are cases) that the
 scalar form calls with one row, so simulations (coverage tests, benches) run the very same arithmetic.
@@ -115,35 +127,64 @@ def one_rate_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, F
     with np.errstate(divide="ignore", invalid="ignore"):
         p = big_y / big_n
         resid = np.where(valid, y - r * p[:, None], 0.0)
-        v = np.where(n > 1, n / (n - 1), np.nan) * (resid**2).sum(axis=1) / big_n**2
+        squares = (resid**2).sum(axis=1)
+        v = np.where(n > 1, n / (n - 1), np.nan) * squares / big_n**2
         n_eff = np.where(v > 0, p * (1 - p) / v, np.inf)
     has_fail = (valid & (y < r)).sum(axis=1)
     has_pass = (valid & (y > 0)).sum(axis=1)
     k = np.minimum(has_fail, has_pass)
     df = np.maximum(k - 1, 1).astype(np.float64)
     t = scipy.stats.t.ppf(1 - alpha / 2, df)
-    n_star = np.where(k >= 2, n_eff * (z / t) ** 2, n)
-    n_star = np.clip(n_star, n, big_n)
-    low, high = _beta_bounds(p, n_star, alpha)
+    shift = np.clip(_skew_shift(p, v, resid, squares, z), -t / 2, t / 2)
+    n_low = np.clip(np.where(k >= 2, n_eff * (z / (t + shift)) ** 2, n), n, big_n)
+    n_high = np.clip(np.where(k >= 2, n_eff * (z / (t - shift)) ** 2, n), n, big_n)
+    low, high = _beta_bounds(p, n_low, n_high, alpha)
     no_data = n == 0
     return (np.where(no_data, np.nan, p), np.where(no_data, np.nan, low), np.where(no_data, np.nan, high))
 
 
-def _beta_bounds(p: Floats, n_star: Floats, alpha: float) -> tuple[Floats, Floats]:
-    """Clopper–Pearson bounds for ``x = p·n*`` successes in ``n*`` (real-valued) trials."""
+def _skew_shift(p: Floats, v: Floats, resid: Floats, squares: Floats, z: float) -> Floats:
+    """``δ = (2z²+1)/6·(g − γ)``: the skewness of ``p̂`` beyond a binomial's, in units of the critical value.
+
+    ``γ = Σe³/(Σe²)^{3/2}`` is the skewness of ``p̂`` estimated from the per-case residuals ``e``,
+    ``g = (1−2p̂)·√V/(p̂(1−p̂))`` that of a binomial with ``n_eff = p̂(1−p̂)/V`` trials, which the beta
+    bounds already allow for. Positive when ``p̂`` is more left-skewed than that binomial (a few cases
+    fail often): the low bound then moves down and the high bound up less. 0 without spread.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gamma = np.where(squares > 0, (resid**3).sum(axis=1) / squares**1.5, 0.0)
+        g = np.where(v > 0, (1 - 2 * p) * np.sqrt(v) / (p * (1 - p)), 0.0)
+    out: Floats = np.nan_to_num((2 * z * z + 1) / 6 * (g - gamma), nan=0.0, posinf=0.0, neginf=0.0)
+    return out
+
+
+def _beta_bounds(p: Floats, n_low: Floats, n_high: Floats, alpha: float) -> tuple[Floats, Floats]:
+    """Clopper–Pearson bounds for ``x = p·n*`` successes in ``n*`` (real-valued) trials.
+
+    The low bound uses ``n* = n_low``, the high bound ``n* = n_high``.
+    """
+    low = _beta_bound(p, n_low, alpha / 2, upper=False)
+    high = _beta_bound(p, n_high, 1 - alpha / 2, upper=True)
+    return low, high
+
+
+def _beta_bound(p: Floats, n_star: Floats, q: float, *, upper: bool) -> Floats:
+    """One Clopper–Pearson bound at probability ``q``: 0 (low) or 1 (high) at the edge."""
     ok = np.isfinite(p) & np.isfinite(n_star) & (n_star > 0)
     p = np.where(ok, p, 0.5)
     n_star = np.where(ok, n_star, 1.0)
     x = p * n_star
     rest = n_star - x
-    at_zero = x <= 0
-    at_one = rest <= 0
     # Placeholders keep the beta parameters positive where the edge rule applies instead.
-    low = scipy.special.betaincinv(np.where(at_zero, 1.0, x), np.where(at_zero, 1.0, rest + 1), alpha / 2)
-    high = scipy.special.betaincinv(np.where(at_one, 1.0, x + 1), np.where(at_one, 1.0, rest), 1 - alpha / 2)
-    low = np.where(at_zero, 0.0, low)
-    high = np.where(at_one, 1.0, high)
-    return np.where(ok, low, np.nan), np.where(ok, high, np.nan)
+    if upper:
+        edge = rest <= 0
+        bound = scipy.special.betaincinv(np.where(edge, 1.0, x + 1), np.where(edge, 1.0, rest), q)
+    else:
+        edge = x <= 0
+        bound = scipy.special.betaincinv(np.where(edge, 1.0, x), np.where(edge, 1.0, rest + 1), q)
+    bound = np.where(edge, 1.0 if upper else 0.0, bound)
+    out: Floats = np.where(ok, bound, np.nan)
+    return out
 
 
 # ---- paired difference ------------------------------------------------------------------------------
@@ -153,11 +194,16 @@ def paired_difference(a: Cells, b: Cells, level: float = 0.95) -> Interval:
     """The difference of rates ``B − A`` on the cases both variants ran, with its interval.
 
     ``a`` and ``b`` are aligned per case. Only cases with counted attempts in both enter. Newcombe's
-    square-and-add over the `one_rate` intervals of A and B on those cases, with ``φ`` the Pearson
-    correlation of the per-case means (0 when either is constant):
+    square-and-add over the `one_rate` intervals of A and B on those ``n`` cases, with ``φ`` the Pearson
+    correlation of the per-case means (0 when either is constant), a positive ``φ`` shrunk to
+    ``φ·n/(n+2)``:
 
     * ``L = d − √((p̂B−lB)² + (uA−p̂A)² − 2φ(p̂B−lB)(uA−p̂A))``
     * ``U = d + √((uB−p̂B)² + (p̂A−lA)² − 2φ(uB−p̂B)(p̂A−lA))``
+
+    The shrinkage counts two pseudo-cases that carry each variant's spread but no correlation
+    (Agresti–Min's 0.5 added to each cell of a paired 2×2 table). Without it, variants that agree on
+    every case have ``φ = 1`` and, at ``p̂ = ½``, an interval of zero width.
 
     ``n_cases`` counts the paired cases, ``n_attempts`` the counted attempts of both variants on them.
     Raises `NoData` when no case has counted attempts in both.
@@ -185,7 +231,9 @@ def paired_difference_batch(
     ra, rb = np.where(both, ra, 0.0), np.where(both, rb, 0.0)
     pa, la, ua = one_rate_batch(ya, ra, level)
     pb, lb, ub = one_rate_batch(yb, rb, level)
+    n = both.sum(axis=1).astype(np.float64)
     phi = _case_correlation(ya, ra, yb, rb, both)
+    phi = np.where(phi > 0, phi * n / (n + 2), phi)  # two uncorrelated pseudo-cases: never φ = 1
     d = pb - pa
     lo_b, hi_a = pb - lb, ua - pa
     hi_b, lo_a = ub - pb, pa - la
