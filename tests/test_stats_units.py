@@ -231,9 +231,32 @@ def test_paired_difference_is_newcombe_over_one_rate_when_a_side_is_constant() -
     ia, ib = one_rate(a), one_rate(b)
     d = paired_difference(a, b)
     assert d.estimate == approx(ib.estimate - ia.estimate)
-    assert d.low == approx(d.estimate - math.hypot(ib.estimate - ib.low, ia.high - ia.estimate))
-    assert d.high == approx(d.estimate + math.hypot(ib.high - ib.estimate, ia.estimate - ia.low))
+    h_low = math.hypot(ib.estimate - ib.low, ia.high - ia.estimate)
+    h_high = math.hypot(ib.high - ib.estimate, ia.estimate - ia.low)
+    widen_low, widen_high = skew_widening(a, b, h_low, h_high)
+    assert widen_low > 0 and widen_high == 0  # B's 5 cases at 0 make d skewed to the left
+    assert d.low == approx(d.estimate - h_low - widen_low)
+    assert d.high == approx(d.estimate + h_high)
     assert (d.n_cases, d.n_attempts) == (30, 120)
+
+
+def skew_widening(
+    a: list[tuple[int, int]], b: list[tuple[int, int]], h_low: float, h_high: float
+) -> tuple[float, float]:
+    """The skewness widening of the paired difference, written out (docs/how-to/how-a-series-decides.md)."""
+    z = Z95
+    pa = sum(y for y, _ in a) / sum(r for _, r in a)
+    pb = sum(y for y, _ in b) / sum(r for _, r in b)
+    na, nb = sum(r for _, r in a), sum(r for _, r in b)
+    u = [(yb - rb * pb) / nb - (ya - ra * pa) / na for (ya, ra), (yb, rb) in zip(a, b, strict=True)]
+    squares = sum(x * x for x in u)
+    gamma = sum(x**3 for x in u) / squares**1.5 if squares > 0 else 0.0
+    sigma = (h_low + h_high) / (2 * z)
+    a_sa = z * (h_low - h_high) / (h_low + h_high)
+    k = sum(ya / ra != yb / rb for (ya, ra), (yb, rb) in zip(a, b, strict=True))
+    s = k / (k + 25) * (-(2 * z * z + 1) / 6 * gamma - a_sa)
+    s = min(max(s, -z / 2), z / 2)
+    return sigma * max(s, 0.0), sigma * max(-s, 0.0)
 
 
 def test_paired_difference_uses_the_case_correlation() -> None:
@@ -248,12 +271,42 @@ def test_paired_difference_uses_the_case_correlation() -> None:
     hi_b, lo_a = ib.high - ib.estimate, ia.estimate - ia.low
     d = paired_difference(a, b)
     phi *= 30 / 32  # shrunk by n/(n+2)
-    expected_low = d.estimate - math.sqrt(lo_b**2 + hi_a**2 - 2 * phi * lo_b * hi_a)
-    expected_high = d.estimate + math.sqrt(hi_b**2 + lo_a**2 - 2 * phi * hi_b * lo_a)
-    assert d.low == approx(expected_low, rel=1e-9)
-    assert d.high == approx(expected_high, rel=1e-9)
+    h_low = math.sqrt(lo_b**2 + hi_a**2 - 2 * phi * lo_b * hi_a)
+    h_high = math.sqrt(hi_b**2 + lo_a**2 - 2 * phi * hi_b * lo_a)
+    widen_low, widen_high = skew_widening(a, b, h_low, h_high)
+    assert d.low == approx(d.estimate - h_low - widen_low, rel=1e-9)
+    assert d.high == approx(d.estimate + h_high + widen_high, rel=1e-9)
     # The correlation makes the paired interval narrower than treating the variants as independent.
     assert d.high - d.low < math.hypot(lo_b, hi_a) + math.hypot(hi_b, lo_a)
+
+
+def test_the_skewness_widening_never_narrows_and_needs_discordant_cases() -> None:
+    """The paired interval holds the square-and-add interval, and a few discordant cases move it little."""
+    rng = np.random.default_rng(11)
+    for n, r in [(10, 1), (30, 5), (300, 20)]:
+        for _ in range(20):
+            q = rng.beta(2.0, 0.2, size=n)
+            a = [(int(y), r) for y in rng.binomial(r, q)]
+            b = [(0 if rng.random() < 0.03 else int(y), r) for y in rng.binomial(r, q)]
+            ia, ib = one_rate(a), one_rate(b)
+            ma, mb = np.array([y / r for y, _ in a]), np.array([y / r for y, _ in b])
+            sa, sb = ma.std(), mb.std()
+            phi = float(np.corrcoef(ma, mb)[0, 1]) if sa > 0 and sb > 0 else 0.0
+            phi = phi * n / (n + 2) if phi > 0 else phi
+            lo_b, hi_a = ib.estimate - ib.low, ia.high - ia.estimate
+            hi_b, lo_a = ib.high - ib.estimate, ia.estimate - ia.low
+            h_low = math.sqrt(max(lo_b**2 + hi_a**2 - 2 * phi * lo_b * hi_a, 0.0))
+            h_high = math.sqrt(max(hi_b**2 + lo_a**2 - 2 * phi * hi_b * lo_a, 0.0))
+            d = paired_difference(a, b)
+            assert d.low <= d.estimate - h_low + 1e-12
+            assert d.high >= d.estimate + h_high - 1e-12
+            widen_low, widen_high = skew_widening(a, b, h_low, h_high)
+            assert d.low == approx(max(d.estimate - h_low - widen_low, -1.0))
+            assert d.high == approx(min(d.estimate + h_high + widen_high, 1.0))
+            # at most z/2 in units of σ = (h_L + h_U)/(2z); nothing without a discordant case
+            assert widen_low + widen_high <= (h_low + h_high) / 4 + 1e-12
+            if not (ma != mb).any():
+                assert widen_low == widen_high == 0.0
 
 
 def test_identical_variants_give_zero_difference() -> None:
