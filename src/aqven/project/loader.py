@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from aqven.errors import ProjectError
 from aqven.project.diagnostics import Diagnostic, sort_key
 from aqven.project.paths import link_outside, listed_name, rel, within
-from aqven.project.schema import AgentSpec, Dataset, FlowSpec, ProjectConfig, is_identifier
+from aqven.project.schema import AgentSpec, Dataset, FlowSpec, ProjectConfig, is_identifier, is_package_name
 from aqven.project.split import Side, side_of
 from aqven.project.yaml_source import PathKey, YamlDoc, read_yaml
 
@@ -365,7 +365,7 @@ def _written_package(project: Project) -> str | None:
     doc = project.docs.get("aqven.yaml")
     data = doc.data if doc is not None else None
     package = data.get("package") if isinstance(data, dict) else None
-    if isinstance(package, str) and is_identifier(package):
+    if isinstance(package, str) and is_package_name(package):
         return package
     return None
 

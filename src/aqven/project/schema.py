@@ -20,6 +20,13 @@ PROVIDERS = ("openrouter", "openai", "anthropic", "mistral", "groq", "openai-com
 RESERVED_NODE_IDS = ("input", "context")  # `$input.x` and `$context.x` are not node outputs
 
 
+PACKAGE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"  # a Python-style name: it salts the dev/holdout split
+
+
+def is_package_name(text: str) -> bool:
+    return bool(re.match(PACKAGE_PATTERN, text))
+
+
 def is_identifier(text: str) -> bool:
     return bool(re.match(ID_PATTERN, text)) and len(text) <= 80
 
@@ -49,7 +56,7 @@ class EngineConfig(Strict):
 
 
 class ProjectConfig(Strict):
-    package: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    package: Annotated[str, Field(pattern=PACKAGE_PATTERN)]
     name: str | None = None
     description: str | None = None
     research: ResearchConfig | None = None
