@@ -135,3 +135,24 @@ def test_a_plan_is_parsed_once_per_series(tmp_path: Path, monkeypatch: pytest.Mo
     store.update(sid, status="done")
     assert store.get(sid).status == "done"
     assert len(parses) == 1
+
+
+def test_a_version_2_database_gains_the_tally_index(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    db = Database(path)
+    with db.transaction() as cur:  # back to what a database of the previous release holds
+        cur.execute("DROP INDEX attempts_tally")
+        cur.execute("DELETE FROM schema_version WHERE version=3")
+    db.close()
+    again = Database(path)
+    names = {r["name"] for r in again.query("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "attempts_tally" in names
+    assert again.query_one("SELECT MAX(version) AS v FROM schema_version")["v"] == 3  # type: ignore[index]
+    plan = " ".join(
+        str(tuple(r))
+        for r in again.query(
+            "EXPLAIN QUERY PLAN SELECT variant_id, case_name, status, outcome,"
+            " COUNT(*) FROM attempts WHERE series_id='s' GROUP BY variant_id, case_name, status, outcome"
+        )
+    )
+    assert "COVERING INDEX attempts_tally" in plan
