@@ -156,3 +156,35 @@ def test_a_version_2_database_gains_the_tally_index(tmp_path: Path) -> None:
         )
     )
     assert "COVERING INDEX attempts_tally" in plan
+
+
+def _steps_to_read_running(tmp_path: Path, queued: int) -> int:
+    """SQLite VM steps (in hundreds) that reading a series' running attempts takes, with `queued` others."""
+    store = SeriesStore(Database(tmp_path / f"steps{queued}.sqlite"))
+    rng = random.Random(queued)
+    sid = _random_series(store, rng)
+    with store.db.transaction() as cur:
+        cur.execute("UPDATE attempts SET status='queued' WHERE series_id=?", (sid,))
+        cur.execute("UPDATE attempts SET status='running' WHERE series_id=? AND idx < 2", (sid,))
+        cur.executemany(
+            "INSERT INTO attempts (series_id, idx, case_name, dataset_id, side, variant_id, rep, seed)"
+            " VALUES (?, ?, 'c', 'd', 'dev', 'as_written', 0, 0)",
+            [(sid, 10_000 + i) for i in range(queued)],
+        )
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    store.db._conn.set_progress_handler(count, 100)
+    running = store.attempts(sid, status="running")
+    store.db._conn.set_progress_handler(None, 0)
+    assert [a.idx for a in running] == [0, 1]
+    return steps[0]
+
+
+def test_reading_the_running_attempts_does_not_walk_the_whole_series(tmp_path: Path) -> None:
+    # The driver reads them after every attempt: the work must not grow with the series' queued attempts.
+    small, big = _steps_to_read_running(tmp_path, 100), _steps_to_read_running(tmp_path, 20_000)
+    assert big <= 2 * small + 2, (small, big)

@@ -175,9 +175,11 @@ class SeriesStore:
         if status is None:
             rows = self.db.query("SELECT * FROM attempts WHERE series_id=? ORDER BY idx", (series_id,))
         else:
-            rows = self.db.query(
-                "SELECT * FROM attempts WHERE series_id=? AND status=? ORDER BY idx", (series_id, status)
-            )
+            # Sorted here, not by SQL: an ORDER BY idx makes SQLite walk every attempt of the series along the
+            # primary key instead of the few with this status along attempts_status (the driver asks for the
+            # running ones after every attempt: 19 ms a call at 100,000 attempts).
+            rows = self.db.query("SELECT * FROM attempts WHERE series_id=? AND status=?", (series_id, status))
+            rows.sort(key=lambda r: int(r["idx"]))
         return [self._attempt(r) for r in rows]
 
     def attempts_of_cases(self, series_id: str, cases: list[str]) -> list[AttemptRow]:
