@@ -72,3 +72,12 @@ def tiny_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     from test_series_kit import tiny_environment
 
     return tiny_environment(monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def hold(tiny_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """TINY_HOLD's folder: no attempt of the tiny simulator finishes until the test touches `open` or its case."""
+    folder = tmp_path / "hold"
+    folder.mkdir()
+    monkeypatch.setenv("TINY_HOLD", str(folder))
+    return folder

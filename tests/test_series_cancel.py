@@ -6,8 +6,6 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-import pytest
-
 from test_series_kit import (
     attempts,
     case_names,
@@ -24,12 +22,9 @@ from test_series_kit import (
 
 def test_cancel_lets_running_attempts_finish_and_starts_nothing_more(
     tiny_env: Path,
+    hold: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    hold = tmp_path / "hold"
-    hold.mkdir()
-    monkeypatch.setenv("TINY_HOLD", str(hold))
     root = write_tiny(tmp_path / "tiny", case_names(2, 12), concurrency=3)
     with client_for(root) as client:
         # On held-out cases, so that a finished series would write a finding.
@@ -80,12 +75,9 @@ def test_cancel_lets_running_attempts_finish_and_starts_nothing_more(
 
 def test_approve_on_a_running_series_conflicts(
     tiny_env: Path,
+    hold: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    hold = tmp_path / "hold"
-    hold.mkdir()
-    monkeypatch.setenv("TINY_HOLD", str(hold))
     root = write_tiny(tmp_path / "tiny", case_names(4, 2))
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
@@ -118,12 +110,9 @@ def test_cancel_a_series_awaiting_approval_ends_it_at_once(tiny_env: Path, tmp_p
 
 def test_a_series_cancelled_while_attempts_ran_is_decided_after_a_restart(
     tiny_env: Path,
+    hold: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    hold = tmp_path / "hold"
-    hold.mkdir()
-    monkeypatch.setenv("TINY_HOLD", str(hold))
     root = write_tiny(tmp_path / "tiny", case_names(8, 2), concurrency=2)
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]

@@ -9,8 +9,6 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-import pytest
-
 from test_series_kit import (
     attempts,
     case_names,
@@ -28,12 +26,9 @@ from test_series_kit import (
 
 def test_first_attempt_runs_alone_then_side_by_side(
     tiny_env: Path,
+    hold: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    hold = tmp_path / "hold"
-    hold.mkdir()
-    monkeypatch.setenv("TINY_HOLD", str(hold))
     names = case_names(10, 2)
     root = write_tiny(tmp_path / "tiny", names, concurrency=4)
     with client_for(root) as client:

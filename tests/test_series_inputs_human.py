@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from test_series_kit import (
     attempts,
     case_names,
@@ -22,12 +20,9 @@ from test_series_kit import (
 
 def test_a_prompt_edited_while_the_series_runs_makes_it_invalid_without_a_finding(
     tiny_env: Path,
+    hold: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    hold = tmp_path / "hold"
-    hold.mkdir()
-    monkeypatch.setenv("TINY_HOLD", str(hold))
     root = write_tiny(tmp_path / "tiny", case_names(2, 12))
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", on="holdout", simulate=True)["series"]["series_id"]

@@ -34,12 +34,9 @@ def fp(monkeypatch: pytest.MonkeyPatch, tiny_env: Path) -> Iterator[FakeProvider
 
 def test_start_answers_at_once_with_summary_and_launch_plan(
     tiny_env: Path,
+    hold: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    hold = tmp_path / "hold"
-    hold.mkdir()
-    monkeypatch.setenv("TINY_HOLD", str(hold))  # no attempt can finish until the test says so
     root = write_tiny(tmp_path / "tiny", case_names(3, 3))
     with client_for(root) as client:
         out = start(client, experiment_id="rate", cases=3, repeats=2, simulate=True)

@@ -26,12 +26,9 @@ from test_series_kit import (
 
 def test_eta_estimating_then_running_paused_and_null(
     tiny_env: Path,
+    hold: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    hold = tmp_path / "hold"
-    hold.mkdir()
-    monkeypatch.setenv("TINY_HOLD", str(hold))
     names = case_names(8, 2)
     dev = [n for n in names if side_of(PACKAGE, n) == "dev"]
     root = write_tiny(tmp_path / "tiny", names, concurrency=2)
