@@ -54,6 +54,11 @@ class Project:
     def package(self) -> str:
         return self.config.package
 
+    @property
+    def split_package(self) -> str | None:
+        """The salt of the dev/holdout split; None while aqven.yaml names no valid package."""
+        return self.config.package if self.package_known else None
+
     def side(self, case_name: str) -> Side:
         """The case's side of the split; every case is held out while the package is unknown."""
         return side_of(self.package, case_name) if self.package_known else "holdout"

@@ -112,7 +112,7 @@ def prepare_series(ws: Workspace, engine: Engine, body: SeriesStartBody) -> dict
     cap = parse_cap(body.cap_usd)
     pcap, source = project_cap(ws)
     simulate = simulate_enabled(ws.project.root, body.simulate)
-    package = ws.project.package if ws.project.package_known else None
+    package = ws.project.split_package
     exp: ExperimentSource | None = None
     if body.experiment_id is not None:
         exp = ws.experiment(body.experiment_id)

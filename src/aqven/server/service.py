@@ -91,8 +91,7 @@ class ProjectService:
     def package(self) -> str | None:
         """The salt of the dev/holdout split; None when aqven.yaml names no valid package (every case is then
         treated as held out)."""
-        project = self.project()
-        return project.package if project.package_known else None
+        return self.project().split_package
 
     def visible_run(self, run_id: str) -> RunRecord:
         """A run that may be shown: RUN_NOT_FOUND when there is none, HOLDOUT_HIDDEN when it ran a held-out case."""
