@@ -98,6 +98,8 @@ def _show_plan(plan: dict[str, Any]) -> None:
     console.print(f"launch plan: {plan['attempts']} attempts ({plan['cases']} of {plan['available']} {plan['on']} "
                   f"cases × {plan['repeats']} repeats × {plan['variants']} variants), expected half-width "
                   f"{plan['half_width']:.3f} against the {plan['margin']} margin, cap ${plan['cap_usd']}")
+    console.print(f"  planning: {plan.get('planning', 'defaults')} (rate {plan.get('planning_rate', 0):.3g}, "
+                  f"intra-case correlation {plan.get('planning_rho', 0):.2g})")
     rec = plan.get("recommended") or {}
     if rec.get("text"):
         console.print(f"  {rec['text']}")

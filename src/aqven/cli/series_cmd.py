@@ -94,14 +94,36 @@ def report(client: Client, state: dict[str, Any]) -> int:
     return EXIT_BY_STATUS.get(status, 1)
 
 
+def plan_lines(plan: dict[str, Any]) -> list[str]:
+    """The launch plan in a few plain lines: how it was planned, the advice, power and the floor."""
+    if plan.get("half_width") is None:
+        return []
+    level = plan.get("level")
+    at = f" at {level * 100:.1f}".removesuffix(".0") + "%" if level else ""
+    lines = [
+        f"plan: expected half-width ±{plan['half_width']:.3f}{at} against the {plan.get('margin')} margin"
+        f" (planning: {plan.get('planning', 'defaults')}, rate {plan.get('planning_rate', 0):.3g},"
+        f" intra-case correlation {plan.get('planning_rho', 0):.2g})"
+    ]
+    rec = plan.get("recommended") or {}
+    if plan.get("below_recommended") and rec.get("text"):
+        lines.append(f"advice: {rec['text']}")
+    power = plan.get("power") or {}
+    if power.get("text"):
+        lines.append(f"power: {power['text']}")
+    floor = plan.get("zero_failure_floor") or {}
+    if floor.get("text") and plan.get("cases", 0) < (floor.get("cases") or 0):
+        lines.append(f"floor: {floor['text']}")
+    return lines
+
+
 def start_and_follow(client: Client, body: dict[str, Any], *, as_json: bool) -> int:
     started = client.post("/api/series", body)
     plan = started.get("launch_plan") or {}
     series = started["series"]
     if not as_json:
-        rec = plan.get("recommended") or {}
-        if plan.get("below_recommended") and rec.get("text"):
-            err_console.print(f"[yellow]warning[/yellow]: {rec['text']}")
+        for line in plan_lines(plan):
+            err_console.print(line, markup=False)
         console.print(
             f"series {series['series_id']}: {plan.get('attempts')} attempts ({plan.get('cases')} cases × "
             f"{plan.get('repeats')} repeats × {plan.get('variants')} variants) on {series['on']}, "

@@ -8,11 +8,15 @@ from typing import Any, Literal
 from aqven.errors import AqvenError
 from aqven.project.local import spend_cap
 from aqven.research import launch_math
-from aqven.research.experiment_schema import MAX_REPEATS
+from aqven.research.experiment_schema import MAX_REPEATS, Question
 from aqven.research.experiments import ExperimentSource, selected_cases
+from aqven.research.launch_history import DevEstimates
+from aqven.research.verdict import ALPHA
 from aqven.research.workspace import Workspace
 
 Side = Literal["dev", "holdout"]
+POWER = 0.8
+"""The power the plan's ``power.cases`` are computed for."""
 
 
 def project_cap(ws: Workspace) -> tuple[Decimal, str]:
@@ -64,7 +68,13 @@ def launch_plan(
     cases: int | None = None,
     repeats: int | None = None,
     cap_usd: Any = None,
+    estimates: DevEstimates | None = None,
 ) -> dict[str, Any]:
+    """The plan of a series of `exp` (see docs/how-to/run-a-series.md, "The launch plan").
+
+    ``estimates`` are a dev series' (`aqven.research.launch_history.dev_estimates`); without them the
+    plan uses the defaults of `aqven.research.launch_math` and says ``planning: "defaults"``.
+    """
     validate_counts(cases, repeats)
     spec = exp.spec
     available = available_cases(ws, exp, on)
@@ -82,42 +92,10 @@ def launch_plan(
         "attempts": n * r * k,
         "available": len(available),
     }
-    paired = q.kind in ("compare", "noninferior")
     if q.kind == "look" or n == 0:
         plan.update({"half_width": None, "margin": q.margin, "recommended": None, "below_recommended": False})
     else:
-        p0 = launch_math.planning_rate(q.bound if q.kind == "threshold" else None)
-        if paired:
-            half = launch_math.expected_half_width_difference(p0, n, r)
-        else:
-            half = launch_math.expected_half_width(p0, n, r)
-        plan["half_width"] = half
-        plan["margin"] = q.margin
-        if q.margin > 0:
-            need = (
-                launch_math.recommended_cases_difference(p0, r, q.margin)
-                if paired
-                else launch_math.recommended_cases(p0, r, q.margin)
-            )
-            short = need > len(available)
-            plan["recommended"] = {
-                "cases": need,
-                "repeats": r,
-                "reason": "short_of_cases" if short else "enough_cases",
-                "text": (
-                    f"about {need} cases are needed for a half-width within the {q.margin:g} margin, "
-                    f"but only {len(available)} are available"
-                )
-                if short
-                else (
-                    f"about {need} cases give a half-width within the {q.margin:g} margin; "
-                    f"{len(available)} are available"
-                ),
-            }
-            plan["below_recommended"] = n < need
-        else:
-            plan["recommended"] = None
-            plan["below_recommended"] = False
+        plan.update(_precision(spec.question, spec.variant_ids, n, r, len(available), estimates))
     plan.update(
         {
             "needs_approval": cap is not None and cap > pcap,
@@ -127,3 +105,148 @@ def launch_plan(
         }
     )
     return plan
+
+
+def comparisons_of(question: Question, variants: list[str]) -> int:
+    """How many intervals the verdict decides on (the Bonferroni k): 1 for a threshold or a named variant."""
+    if question.kind not in ("compare", "noninferior") or question.variant:
+        return 1
+    return max(len(variants) - 1, 1)
+
+
+def _precision(
+    q: Question, variants: list[str], n: int, r: int, available: int, est: DevEstimates | None
+) -> dict[str, Any]:
+    """half_width, recommended, below_recommended and the keys that say how they were planned."""
+    paired = q.kind in ("compare", "noninferior")
+    k = comparisons_of(q, variants)
+    z = launch_math.z_for(k)
+    bound = q.bound if q.kind == "threshold" else None
+    rate = est.rate if est else launch_math.planning_rate(bound)
+    rho = est.rho if est and est.rho is not None else launch_math.RHO
+    between = est.rho_between if est and est.rho_between is not None else launch_math.RHO_BETWEEN
+    out: dict[str, Any] = {}
+    if paired:
+        half = launch_math.expected_half_width_difference(rate, n, r, rho, between, z)
+    else:
+        half = launch_math.expected_half_width(rate, n, r, rho, z)
+    out["half_width"] = half
+    out["margin"] = q.margin
+    out["level"] = 1 - ALPHA / k
+    out["comparisons"] = k
+    out["planning"] = f"from series {est.series_id}" if est else "defaults"
+    out["planning_rate"] = rate
+    out["planning_rho"] = rho
+    if paired:
+        out["planning_rho_between"] = between
+        out["planning_differences"] = list(est.differences) if est else [0.0] * k
+    out["planning_series"] = (
+        {
+            "series_id": est.series_id,
+            "cases": est.cases,
+            "attempts": est.attempts,
+            "rho": "series" if est.rho is not None else "default",
+            **({"rho_between": "series" if est.rho_between is not None else "default"} if paired else {}),
+        }
+        if est
+        else None
+    )
+    out["power"] = _power(q, rate, r, rho, between, z, out.get("planning_differences"), available)
+    floor = _zero_failure_floor(q, available)
+    out["zero_failure_floor"] = floor
+    if q.margin > 0:
+        need = (
+            launch_math.recommended_cases_difference(rate, r, q.margin, rho, between, z)
+            if paired
+            else launch_math.recommended_cases(rate, r, q.margin, rho, z)
+        )
+        by = "half_width"
+        text = f"about {need} cases would bring the half-width within the {q.margin:g} margin; "
+        if floor is not None and floor["cases"] is not None and floor["cases"] > need:
+            need, by = floor["cases"], "zero_failure_floor"
+            text = (
+                f"at least {need} cases would be needed before the interval could clear {floor['line']:g}"
+                f" even if every one {'passed' if q.direction == 'at_least' else 'failed'}; "
+            )
+        short = need > available
+        text += f"only {available} are available" if short else f"{available} are available"
+        out["recommended"] = {
+            "cases": need,
+            "repeats": r,
+            "reason": "short_of_cases" if short else "enough_cases",
+            "text": text,
+            "by": by,
+        }
+        out["below_recommended"] = n < need
+    else:
+        out["recommended"] = None
+        out["below_recommended"] = False
+    return out
+
+
+def _line(q: Question) -> float:
+    """The decision line the interval must clear: b ± m for a threshold, ±m for a paired question."""
+    if q.kind == "threshold":
+        assert q.bound is not None
+        return q.bound + q.margin if q.direction == "at_least" else q.bound - q.margin
+    return q.margin if q.kind == "compare" else -q.margin
+
+
+def _power(
+    q: Question,
+    rate: float,
+    r: int,
+    rho: float,
+    between: float,
+    z: float,
+    differences: list[float] | None,
+    available: int,
+) -> dict[str, Any]:
+    """Cases for 80% power: a series of that many decides (confirms or refutes) 8 times in 10 when the
+    truth is the planning rate (threshold) or the planning difference (paired; the comparison nearest its
+    line, when there are several)."""
+    line = _line(q)
+    paired = differences is not None
+    truths = differences if differences is not None else [rate]
+    truth = min(truths, key=lambda t: abs(t - line))
+    distance = abs(truth - line)
+    what = "difference" if paired else "rate"
+    out: dict[str, Any] = {"power": POWER, "truth": truth, "line": line, "cases": None, "decides": None}
+    if distance < 1e-12:
+        out["text"] = (
+            f"the planning {what} {truth:g} lies on the decision line {line:g}: no number of cases decides it "
+            f"with {POWER:.0%} power"
+        )
+        return out
+    need = launch_math.cases_for_power(rate, r, distance, POWER, rho, paired=paired, rho_between=between, z=z)
+    above = truth > line
+    confirms = above if (q.kind != "threshold" or q.direction == "at_least") else not above
+    decides = "confirmed" if confirms else "refuted"
+    out.update({"cases": need, "decides": decides})
+    out["text"] = (
+        f"if the true {what} is {truth:.3g}, about {need} cases would decide it ({decides}) {POWER:.0%} of the time; "
+        + (f"only {available} are available" if need > available else f"{available} are available")
+    )
+    return out
+
+
+def _zero_failure_floor(q: Question, available: int) -> dict[str, Any] | None:
+    """Threshold questions: the cases that must all pass (at least) or all fail (at most) before the
+    interval can clear the line at all; None for paired questions."""
+    if q.kind != "threshold":
+        return None
+    line = _line(q)
+    at_least = q.direction == "at_least"
+    # At most: an upper bound on n cases that all failed is at least 1 − 0.025^(1/n), the mirror image.
+    cases = launch_math.zero_failure_cases(line) if at_least else launch_math.zero_failure_cases(1 - line)
+    if not at_least and line <= 0:
+        cases = None
+    every = "passed" if at_least else "failed"
+    if cases is None:
+        text = f"no number of cases can confirm {'above' if at_least else 'below'} {line:g}"
+    else:
+        text = (
+            f"a confirmation needs at least {cases} cases, and even then only if every one {every}: "
+            f"no interval valid for every population puts its bound past {line:g} on fewer"
+        )
+    return {"cases": cases, "line": line, "all": "pass" if at_least else "fail", "text": text}

@@ -33,6 +33,7 @@ from typing import Final
 import scipy.stats
 
 from aqven.research.stats import Z95
+from aqven.research.verdict import ALPHA
 
 __all__ = [
     "MAX_REPEATS",
@@ -47,6 +48,8 @@ __all__ = [
     "planning_rate",
     "recommended_cases",
     "recommended_cases_difference",
+    "z_for",
+    "zero_failure_cases",
     "zero_failure_floor",
 ]
 
@@ -72,45 +75,63 @@ def design_effect(repeats: int, rho: float = RHO) -> float:
     return 1 + (repeats - 1) * rho
 
 
-def expected_half_width(p0: float, cases: int, repeats: int, rho: float = RHO) -> float:
+def z_for(comparisons: int = 1) -> float:
+    """The two-sided normal quantile of the level the verdict decides at: ``1 − 0.05/k`` for ``k``
+    comparisons (Bonferroni), so 1.96 for one and 2.24 for two (97.5%)."""
+    if comparisons < 1:
+        raise ValueError("a plan needs at least one comparison")
+    if comparisons == 1:
+        return Z95  # exactly the constant the spec's example is computed with
+    return float(scipy.stats.norm.ppf(1 - ALPHA / (2 * comparisons)))
+
+
+def expected_half_width(p0: float, cases: int, repeats: int, rho: float = RHO, z: float = Z95) -> float:
     """Planned half-width of a one-rate interval: ``z·√(p0(1−p0)(1+(r−1)ρ)/(n·r))``."""
     _check(p0, cases, repeats, rho)
-    return Z95 * math.sqrt(p0 * (1 - p0) * (1 + (repeats - 1) * rho) / (cases * repeats))
+    return z * math.sqrt(p0 * (1 - p0) * (1 + (repeats - 1) * rho) / (cases * repeats))
 
 
-def recommended_cases(p0: float, repeats: int, margin: float, rho: float = RHO) -> int:
+def recommended_cases(p0: float, repeats: int, margin: float, rho: float = RHO, z: float = Z95) -> int:
     """Cases for a planned one-rate half-width within the margin: ``ceil(z²·p0(1−p0)(1+(r−1)ρ)/(r·m²))``."""
     _check(p0, 1, repeats, rho)
     if margin <= 0:
         raise ValueError("a margin of 0 needs infinitely many cases; plan with a margin above 0")
-    return math.ceil(Z95**2 * p0 * (1 - p0) * (1 + (repeats - 1) * rho) / (repeats * margin**2))
+    return math.ceil(z**2 * p0 * (1 - p0) * (1 + (repeats - 1) * rho) / (repeats * margin**2))
 
 
 def expected_half_width_difference(
-    p0: float, cases: int, repeats: int, rho: float = RHO, rho_between: float = RHO_BETWEEN
+    p0: float, cases: int, repeats: int, rho: float = RHO, rho_between: float = RHO_BETWEEN, z: float = Z95
 ) -> float:
     """Planned half-width of a paired difference: ``√(2(1−ρ_between))`` × `expected_half_width`."""
-    return math.sqrt(2 * (1 - rho_between)) * expected_half_width(p0, cases, repeats, rho)
+    return math.sqrt(2 * (1 - rho_between)) * expected_half_width(p0, cases, repeats, rho, z)
 
 
 def recommended_cases_difference(
-    p0: float, repeats: int, margin: float, rho: float = RHO, rho_between: float = RHO_BETWEEN
+    p0: float, repeats: int, margin: float, rho: float = RHO, rho_between: float = RHO_BETWEEN, z: float = Z95
 ) -> int:
     """Cases for a planned paired-difference half-width within the margin."""
     _check(p0, 1, repeats, rho)
     if margin <= 0:
         raise ValueError("a margin of 0 needs infinitely many cases; plan with a margin above 0")
     factor = 2 * (1 - rho_between)
-    return math.ceil(factor * Z95**2 * p0 * (1 - p0) * (1 + (repeats - 1) * rho) / (repeats * margin**2))
+    return math.ceil(factor * z**2 * p0 * (1 - p0) * (1 + (repeats - 1) * rho) / (repeats * margin**2))
 
 
 def cases_for_power(
-    p0: float, repeats: int, distance: float, power: float = 0.8, rho: float = RHO, paired: bool = False
+    p0: float,
+    repeats: int,
+    distance: float,
+    power: float = 0.8,
+    rho: float = RHO,
+    paired: bool = False,
+    rho_between: float = RHO_BETWEEN,
+    z: float = Z95,
 ) -> int:
     """Cases for a series to decide with probability ``power`` when the truth lies ``distance`` away
     from the decision line (``b ± m`` for a threshold, ``±m`` for a paired question).
 
-    ``ceil((z_{0.975} + z_power)²·p0(1−p0)(1+(r−1)ρ)/(r·distance²))``, times ``2(1−ρ_between)`` when paired.
+    ``ceil((z + z_power)²·p0(1−p0)(1+(r−1)ρ)/(r·distance²))``, times ``2(1−ρ_between)`` when paired;
+    ``z`` is the verdict's quantile (`z_for`).
     """
     _check(p0, 1, repeats, rho)
     if distance <= 0:
@@ -118,8 +139,8 @@ def cases_for_power(
     if not 0 < power < 1:
         raise ValueError("power must be between 0 and 1")
     z_power = float(scipy.stats.norm.ppf(power))
-    factor = 2 * (1 - RHO_BETWEEN) if paired else 1.0
-    need = factor * (Z95 + z_power) ** 2 * p0 * (1 - p0) * (1 + (repeats - 1) * rho) / (repeats * distance**2)
+    factor = 2 * (1 - rho_between) if paired else 1.0
+    need = factor * (z + z_power) ** 2 * p0 * (1 - p0) * (1 + (repeats - 1) * rho) / (repeats * distance**2)
     return math.ceil(need)
 
 
@@ -129,6 +150,19 @@ def zero_failure_floor(bound: float) -> float:
     if not 0 < bound < 1:
         raise ValueError("bound must be between 0 and 1")
     return math.log(0.025) / math.log(bound)
+
+
+def zero_failure_cases(line: float, tail: float = ALPHA / 2) -> int | None:
+    """The fewest cases that, all passing, let a lower bound rise above ``line``: the smallest ``n``
+    with ``tail^(1/n) > line`` (183 for 0.98). No interval valid for every population of case means
+    puts its lower end above ``0.025^(1/n)`` on ``n`` cases, so below this many cases a series cannot
+    confirm "at least ``line``" whatever it observes. None when ``line ≥ 1`` (no number of cases can);
+    1 when ``line < tail``."""
+    if line >= 1:
+        return None
+    if line < tail:
+        return 1
+    return math.floor(math.log(tail) / math.log(line)) + 1
 
 
 def best_half_width_with_repeats(p0: float, cases: int, rho: float = RHO) -> float:

@@ -47,7 +47,7 @@ class SeriesService:
                 found = self.store.db.query_one("SELECT id FROM series WHERE client_op_id=?", (body.client_op_id,))
                 if found is not None:
                     return self._summary(found["id"], created=False)
-            fields = await asyncio.to_thread(prepare_series, self.workspace(), self.engine(), body)
+            fields = await asyncio.to_thread(prepare_series, self.workspace(), self.engine(), body, self.store)
             sid, created = self.store.create(**fields)
         if created and fields["status"] == "running":
             self.runner.drive(sid)

@@ -17,8 +17,10 @@ from aqven.research.experiments import ExperimentSource, metric_check, selected_
 from aqven.research.holdout import hide_problems
 from aqven.research.inputs import inputs_manifest, manifest_hash
 from aqven.research.launch import Side, launch_plan, parse_cap, project_cap, validate_counts
+from aqven.research.launch_history import dev_estimates
 from aqven.research.workspace import Workspace, check_workspace
 from aqven.store.records import RunRequest
+from aqven.store.series import SeriesStore
 from aqven.store.series_records import LookSpec, SeriesPlan
 
 MAX_LOOK_CASES = 500
@@ -99,8 +101,11 @@ def _refuse(problems: list[dict[str, Any]], what: str, **details: Any) -> NotRun
     )
 
 
-def prepare_series(ws: Workspace, engine: Engine, body: SeriesStartBody) -> dict[str, Any]:
-    """Everything a new series needs, validated; raises NOT_RUNNABLE before any model call."""
+def prepare_series(
+    ws: Workspace, engine: Engine, body: SeriesStartBody, store: SeriesStore | None = None
+) -> dict[str, Any]:
+    """Everything a new series needs, validated; raises NOT_RUNNABLE before any model call. With `store`, the
+    launch plan plans with the estimates of a dev series of the same experiment on the same inputs."""
     if (body.experiment_id is None) == (body.look is None):
         raise AqvenError(
             "give exactly one of experiment_id or look",
@@ -146,7 +151,15 @@ def prepare_series(ws: Workspace, engine: Engine, body: SeriesStartBody) -> dict
             question=spec.question.model_dump(),
             deciding_check=check_id,
             judge_unvalidated=judge is not None and not _validated(ws, judge.validated_by),
-            launch_plan=launch_plan(ws, exp, on=body.on, cases=body.cases, repeats=body.repeats, cap_usd=body.cap_usd),
+            launch_plan=launch_plan(
+                ws,
+                exp,
+                on=body.on,
+                cases=body.cases,
+                repeats=body.repeats,
+                cap_usd=body.cap_usd,
+                estimates=dev_estimates(ws, store, exp, simulated=simulate) if store is not None else None,
+            ),
             simulate=simulate,
         )
     else:

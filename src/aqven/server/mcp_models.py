@@ -191,6 +191,23 @@ class Recommended(Open):
     cases: int
     repeats: int
     reason: str
+    text: str = Field(description="advice to pass on to the user, not a requirement")
+    by: str | None = Field(None, description="half_width, or zero_failure_floor when the floor needs more cases")
+
+
+class PlanPower(Open):
+    power: float
+    truth: float = Field(description="the planning rate (threshold) or difference (paired) the power is for")
+    line: float = Field(description="the decision line: b ± m, or ±m for a paired question")
+    cases: int | None = Field(description="cases that decide 8 times in 10 at that truth; null on the line")
+    decides: str | None = None
+    text: str
+
+
+class ZeroFailureFloor(Open):
+    cases: int | None = Field(description="cases that must all pass (or all fail) before the interval can clear")
+    line: float
+    all: str
     text: str
 
 
@@ -207,6 +224,14 @@ class LaunchPlan(Open):
     margin: float | None = None
     recommended: Recommended | None = None
     below_recommended: bool | None = None
+    level: float | None = Field(None, description="the level the verdict decides at: 1 − 0.05/comparisons")
+    comparisons: int | None = None
+    planning: str | None = Field(None, description='"defaults", or "from series ser_…" (a dev series, same inputs)')
+    planning_rate: float | None = None
+    planning_rho: float | None = None
+    planning_series: dict[str, Any] | None = None
+    power: PlanPower | None = None
+    zero_failure_floor: ZeroFailureFloor | None = None
     needs_approval: bool
     project_cap_usd: str
     project_cap_source: str

@@ -7,8 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
+from aqven.project.local import simulate_enabled
 from aqven.research.findings import is_intact, read_findings, read_findings_md
 from aqven.research.launch import Side, launch_plan
+from aqven.research.launch_history import dev_estimates
 from aqven.research.series_start import SeriesStartBody
 from aqven.server.deps import service_of
 from aqven.server.service import ProjectService
@@ -22,6 +24,7 @@ class LaunchPlanBody(BaseModel):
     cases: int | None = None
     repeats: int | None = None
     cap_usd: str | None = None
+    simulate: bool = False
 
 
 class CancelBody(BaseModel):
@@ -81,8 +84,17 @@ def post_launch_plan(
     experiment_id: str, body: LaunchPlanBody, svc: ProjectService = Depends(service_of)
 ) -> dict[str, Any]:
     ws = svc.workspace()
+    exp = ws.experiment(experiment_id)
+    # Plan with a dev series run in the mode this series would run in (simulated or live).
+    simulated = simulate_enabled(ws.project.root, body.simulate)
     return launch_plan(
-        ws, ws.experiment(experiment_id), on=body.on, cases=body.cases, repeats=body.repeats, cap_usd=body.cap_usd
+        ws,
+        exp,
+        on=body.on,
+        cases=body.cases,
+        repeats=body.repeats,
+        cap_usd=body.cap_usd,
+        estimates=dev_estimates(ws, svc.series.store, exp, simulated=simulated),
     )
 
 

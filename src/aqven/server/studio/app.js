@@ -903,16 +903,25 @@ function launchPanel(e, project) {
 
 function drawPlan(p) {
   const rec = p.recommended || {};
+  const level = p.level ? ` at ${(p.level * 100).toFixed(1).replace(/\.0$/, '')}%` : '';
+  const planning = p.planning === undefined ? null
+    : p.planning === 'defaults' ? `defaults: rate ${p.planning_rate}, intra-case correlation ${p.planning_rho}`
+    : `${p.planning}: rate ${Number(p.planning_rate).toFixed(3)}, intra-case correlation ${Number(p.planning_rho).toFixed(2)}`;
+  const power = p.power ? p.power.text : null;
+  const floor = p.zero_failure_floor ? p.zero_failure_floor.text : null;
   return [
     kv([
       ['attempts', [h('b', {}, `${p.attempts}`), ` = ${p.cases} cases × ${p.repeats} repeats × ${p.variants} variant${p.variants > 1 ? 's' : ''}`]],
       ['cases available', `${p.available} on the ${p.on === 'holdout' ? 'held-out' : 'working'} side`],
-      ['expected half-width', p.half_width === null || p.half_width === undefined ? '—' : `±${Number(p.half_width).toFixed(3)} (margin ${p.margin})`],
+      ['expected half-width', p.half_width === null || p.half_width === undefined ? '—' : `±${Number(p.half_width).toFixed(3)}${level} (margin ${p.margin})`],
       ['recommended', rec.cases ? `${rec.cases} cases × ${rec.repeats} repeats` : '—'],
+      ...(planning ? [['planned with', planning]] : []),
+      ...(power ? [['80% power', power]] : []),
+      ...(floor ? [['zero-failure floor', floor]] : []),
       ['cap', `${fmt.money(p.cap_usd)} (project cap ${fmt.money(p.project_cap_usd)}, ${p.project_cap_source})`],
       ['price', 'none before it runs: the spend is counted as attempts finish; near 90% of the cap the series pauses for you'],
     ]),
-    p.below_recommended && rec.text ? h('div', { class: 'note warn', role: 'status' }, h('b', {}, 'Below the recommended number of cases: '), rec.text) : null,
+    p.below_recommended && rec.text ? h('div', { class: 'note warn', role: 'status' }, h('b', {}, 'Fewer cases than recommended: '), rec.text) : null,
     p.needs_approval ? h('div', { class: 'note warn' }, 'This cap is above the project cap: the series will wait for approval before anything runs.') : null,
     p.on === 'holdout' ? h('div', { class: 'note' }, 'Confirm reads the held-out cases once per question: start it when the change is done and the question is fixed. A verdict other than invalid writes a finding and regenerates FINDINGS.md.') : null,
   ];
