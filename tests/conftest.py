@@ -81,3 +81,10 @@ def hold(tiny_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Pat
     folder.mkdir()
     monkeypatch.setenv("TINY_HOLD", str(folder))
     return folder
+
+
+@pytest.fixture
+def file_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Series run their cases in file order instead of the order their secret seed draws (the server runs in
+    this process): for the tests whose cases must finish in a known order."""
+    monkeypatch.setattr("aqven.research.series_order.case_order", lambda cases, seed: list(cases))

@@ -169,6 +169,7 @@ def test_a_cap_above_the_project_cap_waits_before_anything_runs(tiny_env: Path, 
 
 def test_once_near_the_cap_nothing_more_starts_even_if_the_running_ones_cost_less(
     tiny_env: Path,
+    file_order: None,
     tmp_path: Path,
 ) -> None:
     """The first attempt costs $0.05 (the reserve), the others $0.01, under a $0.20 cap (90%: $0.18).

@@ -397,3 +397,14 @@ def attempts(root: Path, series_id: str) -> list[sqlite3.Row]:
 
 def runs_of(root: Path, series_id: str) -> list[sqlite3.Row]:
     return rows(root, "SELECT * FROM runs WHERE series_id=? ORDER BY created_at", (series_id,))
+
+
+def run_order(root: Path, series_id: str) -> list[str]:
+    """The series' cases in the order they run (drawn by its secret seed), read from the database on purpose:
+    attempt indexes are given case block by case block in that order."""
+    found = rows(
+        root,
+        "SELECT case_name, MIN(idx) AS first FROM attempts WHERE series_id=? GROUP BY case_name ORDER BY first",
+        (series_id,),
+    )
+    return [r["case_name"] for r in found]

@@ -26,7 +26,8 @@ from conftest import cli_env, stop_server
 from test_series_kit import attempts, rows, wait_until
 
 ATTEMPTS = 12 * 2 * 2
-BODY = {"experiment_id": "reply_noninferior_mistral", "cases": 12, "repeats": 2, "simulate": True}
+# One simulators' seed for both series: the killed one must reproduce the uninterrupted one (a replay on purpose).
+BODY = {"experiment_id": "reply_noninferior_mistral", "cases": 12, "repeats": 2, "simulate": True, "seed": 4242}
 
 
 class Server:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aqven.store.db import Database
+from aqven.store.db import SCHEMA_VERSION, Database
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import COUNTED, finished_costs, read_tally
@@ -142,12 +142,20 @@ def test_a_version_2_database_gains_the_tally_index(tmp_path: Path) -> None:
     db = Database(path)
     with db.transaction() as cur:  # back to what a database of the previous release holds
         cur.execute("DROP INDEX attempts_tally")
-        cur.execute("DELETE FROM schema_version WHERE version=3")
+        for table, column in (
+            ("series", "order_seed"),
+            ("series", "sim_seed"),
+            ("series", "sealed_view"),
+            ("attempts", "inputs_hash"),
+            ("runs", "side"),
+        ):
+            cur.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        cur.execute("DELETE FROM schema_version WHERE version>=3")
     db.close()
     again = Database(path)
     names = {r["name"] for r in again.query("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "attempts_tally" in names
-    assert again.query_one("SELECT MAX(version) AS v FROM schema_version")["v"] == 3  # type: ignore[index]
+    assert again.query_one("SELECT MAX(version) AS v FROM schema_version")["v"] == SCHEMA_VERSION  # type: ignore[index]
     plan = " ".join(
         str(tuple(r))
         for r in again.query(

@@ -15,6 +15,7 @@ from test_series_kit import (
     client_for,
     first_on,
     get,
+    run_order,
     settle,
     start,
     wait_until,
@@ -30,11 +31,11 @@ def test_eta_estimating_then_running_paused_and_null(
     tmp_path: Path,
 ) -> None:
     names = case_names(8, 2)
-    dev = [n for n in names if side_of(PACKAGE, n) == "dev"]
     root = write_tiny(tmp_path / "tiny", names, concurrency=2)
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
         assert get(client, sid)["eta"] == {"state": "estimating"}
+        dev = run_order(root, sid)  # the cases in the order the series runs them (its seed drew it)
 
         def finished(n: int) -> None:
             wait_until(lambda: get(client, sid)["progress"]["done"] == n)

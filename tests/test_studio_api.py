@@ -151,10 +151,15 @@ def test_held_out_attempts_are_not_listed_one_by_one(client: TestClient) -> None
     assert client.get(f"/api/series/{sid}", params={"wait_seconds": 30}).json()["status"] == "done"
     payload = client.get(f"/api/studio/series/{sid}").json()
     assert payload["cases"] == [] and payload["hidden_cases"] == 2
-    items = client.get(f"/api/studio/series/{sid}/attempts").json()["items"]
-    assert items and all(a["case_name"] is None and a["run_id"] is None for a in items)
-    runs = client.get("/api/studio/runs", params={"series_id": sid}).json()["items"]
-    assert runs and all(r["held_out"] and r["case_name"] is None for r in runs)
+    # Not listed one by one at all (an index, outcome or cost would tell one apart): only counted.
+    for query in ({}, {"outcome": "fail"}, {"outcome": "pass"}, {"status": "done"}):
+        listed = client.get(f"/api/studio/series/{sid}/attempts", params=query).json()
+        assert listed["items"] == [] and listed["total"] == 0, query
+    assert client.get(f"/api/studio/series/{sid}/attempts").json()["held_out"] == 2
+    page = client.get("/api/studio/runs", params={"series_id": sid}).json()
+    assert page["items"] == [] and page["total"] == 0 and page["held_out_hidden"] == 2
+    assert all(not r["held_out"] for r in client.get("/api/studio/runs").json()["items"])
+    runs = [{"id": a.run_id} for a in client.app.state.service.series.store.attempts(sid)]
     for r in runs:  # the run itself is not opened either: not its trace, not its live stream
         for url in (f"/api/studio/runs/{r['id']}/trace", f"/api/runs/{r['id']}/stream"):
             refused = client.get(url)

@@ -156,6 +156,9 @@ def series(
     cap: Annotated[str | None, typer.Option(help="the series' own spend cap in USD")] = None,
     simulate: Annotated[bool, typer.Option("--simulate", help="answer with the agents' simulators")] = False,
     client_op_id: Annotated[str | None, typer.Option(help="idempotency key: the same key starts one series")] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="the simulators' seed, to replay a series on purpose (drawn when left out)")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the final state as one JSON line")] = False,
     root: RootOpt = None,
 ) -> None:
@@ -172,7 +175,13 @@ def series(
             )
         )
     body: dict[str, Any] = {"experiment_id": experiment, "on": on, "simulate": simulate}
-    for key, value in (("cases", cases), ("repeats", repeats), ("cap_usd", cap), ("client_op_id", client_op_id)):
+    for key, value in (
+        ("cases", cases),
+        ("repeats", repeats),
+        ("cap_usd", cap),
+        ("client_op_id", client_op_id),
+        ("seed", seed),
+    ):
         if value is not None:
             body[key] = value
     try:

@@ -76,12 +76,13 @@ def report(client: Client, state: dict[str, Any]) -> int:
         )
     else:
         verdict = state.get("verdict")
+        err = state.get("error")
+        if err:
+            # A failed series says why first (a missing key names its variable), not only "Invalid: ...".
+            err_console.print(f"series {status}: {err.get('code')}: {err.get('message')}", markup=False)
         if verdict:
             console.print(verdict["text"])
-        elif state.get("error"):
-            err = state["error"]
-            err_console.print(f"series {status}: {err.get('code')}: {err.get('message')}")
-        else:
+        elif not err:
             console.print(f"series {status}")
         lower = " (a lower bound: some attempts had no known price)" if spend.get("lower_bound") else ""
         console.print(

@@ -1,11 +1,13 @@
 """Held-out cases are never shown one by one: the one place that decides what of them is hidden.
 
-A case is held out by the split (`aqven.project.split`); a run is held out when it ran a held-out case. REST
-(`server/routes_runs.py`, `server/service.py`), the MCP tools (`server/mcp_server.py`), the Studio chat tools and
-the series code (`series_start.py`, `series_end.py`) all ask here, so a change can't be tuned to held-out cases
-through any of them:
+A run or an attempt is held out when it *ran* on the held-out side: the side is stored with it when it is created
+(`runs.side`, `attempts.side`), and every surface decides from that, never from today's split, so an edit of
+`package:` in aqven.yaml (the split's salt) shows no run of an earlier held-out series. REST
+(`server/routes_runs.py`, `server/service.py`), the MCP tools (`server/mcp_server.py`), Studio and its event
+streams, the Studio chat tools and the series code (`series_start.py`, `series_end.py`) all ask here:
 
 * a held-out run is not listed (only counted) and reading it, its events or a node is `HOLDOUT_HIDDEN` (403);
+* a run stored without a side (written before sides were stored) that ran a named case counts as held out;
 * a run of a held-out case is not started (`HOLDOUT_HIDDEN`): held-out cases run only inside a series;
 * `NOT_RUNNABLE` problems name held-out cases only by a label (`<held-out case 1>`) and count them;
 * the error of a failed series gives the run and case only when its first failing attempt is on dev.
@@ -37,29 +39,32 @@ class HoldoutHidden(AqvenError):
     http_status = 403
 
 
+def run_held_out(side: object, case_name: object) -> bool:
+    """True for a run stored as held out, and for a run stored without a side that ran a named case (written
+    before sides were stored: it may have been held out). A run without a case (a plain input) is never held out."""
+    if side == "holdout":
+        return True
+    if side == "dev":
+        return False
+    return isinstance(case_name, str) and bool(case_name)
+
+
+#: The SQL form of `run_held_out` on the runs table (listings filter with it, so they page and count in SQL).
+HELD_OUT_RUN_SQL = "(side='holdout' OR (side IS NULL AND case_name IS NOT NULL AND case_name != ''))"
+
+
 def is_held_out(package: str | None, case_name: object) -> bool:
-    """True for a named case on the held-out side; with no known package every named case counts as held out.
-    A run without a case (a plain input) is never held out."""
+    """True for a named case on the held-out side of today's split; with no known package every named case
+    counts as held out. Only for what has not run yet (a run about to start); a stored run or attempt decides
+    from its own side (`run_held_out`)."""
     if not isinstance(case_name, str) or not case_name:
         return False
     return package is None or side_of(package, case_name) == "holdout"
 
 
-def held_out_test(package: str | None) -> Callable[[object], bool]:
-    """`is_held_out` for one package, remembering the names it has seen (a listing repeats them)."""
-    seen: dict[object, bool] = {}
-
-    def test(case_name: object) -> bool:
-        if case_name not in seen:
-            seen[case_name] = is_held_out(package, case_name)
-        return seen[case_name]
-
-    return test
-
-
-def check_run(package: str | None, run_id: str, case_name: object) -> None:
-    """Raise `HOLDOUT_HIDDEN` when run `run_id` ran a held-out case."""
-    if is_held_out(package, case_name):
+def check_run(run_id: str, side: object, case_name: object) -> None:
+    """Raise `HOLDOUT_HIDDEN` when run `run_id` ran on the held-out side (its stored side)."""
+    if run_held_out(side, case_name):
         raise HoldoutHidden(
             f"run {run_id} ran a held-out case: its case, inputs, outputs and trace are not shown",
             hint=HINT + "; a series' numbers (GET /api/series/{id}, MCP series_get) count held-out attempts",
@@ -84,12 +89,14 @@ def _replace_names(text: Any, labels: dict[str, str]) -> Any:
     return text
 
 
-def hide_problems(package: str | None, problems: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """NOT_RUNNABLE problems (one per case and variant) with each held-out case replaced by a label
-    (`<held-out case 1>`) and its message hidden unless AQVEN wrote it without the case; and how many
-    held-out cases there were."""
+def hide_problems(
+    held_out: Callable[[object], bool], problems: Iterable[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], int]:
+    """NOT_RUNNABLE problems (one per case and variant) with each case `held_out` is true for (the side the
+    series would run it on) replaced by a label (`<held-out case 1>`) and its message hidden unless AQVEN wrote
+    it without the case; and how many held-out cases there were."""
     problems = list(problems)
-    hidden = [p["case"] for p in problems if is_held_out(package, p.get("case"))]
+    hidden = [p["case"] for p in problems if held_out(p.get("case"))]
     labels = {name: f"<held-out case {i}>" for i, name in enumerate(dict.fromkeys(hidden), start=1)}
     if not labels:
         return problems, 0

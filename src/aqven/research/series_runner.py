@@ -302,7 +302,10 @@ class SeriesRunner:
             self.runs.get(run_id)
         except NotFoundError:
             self.runs.create(
-                request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id), series_id=s.id, run_id=run_id
+                request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id),
+                series_id=s.id,
+                run_id=run_id,
+                side=a.side,  # the attempt's side: what may be shown of the run never depends on a later split
             )
         record = await self._engine().execute(run_id)
         if record.status == "waiting_human":

@@ -18,6 +18,7 @@ from aqven.research.holdout import hide_problems
 from aqven.research.inputs import inputs_manifest, manifest_hash
 from aqven.research.launch import Side, launch_plan, parse_cap, project_cap, validate_counts
 from aqven.research.launch_history import dev_estimates
+from aqven.research.series_order import attempt_plan, draw_seed
 from aqven.research.workspace import Workspace, check_workspace
 from aqven.store.records import RunRequest
 from aqven.store.series import SeriesStore
@@ -38,7 +39,9 @@ class SeriesStartBody(BaseModel):
     cap_usd: str | None = None
     client_op_id: str | None = Field(None, min_length=1, max_length=200)
     simulate: bool = False
-    seed: int = 0
+    # The simulators' seed: drawn at the start unless given (to replay a series on purpose). Two series are two
+    # independent reads, as two real ones would be; variants stay paired within a series.
+    seed: int | None = Field(None, ge=0, le=2**63 - 1)
 
 
 class NotRunnable(AqvenError):
@@ -47,7 +50,8 @@ class NotRunnable(AqvenError):
 
 
 def attempt_seed(key: str, case: str, rep: int, salt: int) -> int:
-    """The same for every variant of one case and repeat (paired), and for a re-run of the same series."""
+    """The same for every variant of one case and repeat (paired); `salt` is the series' own seed, so another
+    series draws other answers, and a series started again with the same seed reproduces its attempts."""
     return int(hashlib.sha256(f"{key}\0{case}\0{rep}\0{salt}".encode()).hexdigest()[:12], 16)
 
 
@@ -117,7 +121,6 @@ def prepare_series(
     cap = parse_cap(body.cap_usd)
     pcap, source = project_cap(ws)
     simulate = simulate_enabled(ws.project.root, body.simulate)
-    package = ws.project.split_package
     exp: ExperimentSource | None = None
     if body.experiment_id is not None:
         exp = ws.experiment(body.experiment_id)
@@ -213,30 +216,24 @@ def prepare_series(
     problems = _case_problems(engine, plan, cases, body.experiment_id)
     if problems:
         # Working (dev) cases by name; held-out ones only by a label, and counted.
-        shown, held_out = hide_problems(package, problems)
+        shown, held_out = hide_problems(lambda case: plan.sides.get(str(case)) != "dev", problems)
         raise _refuse(shown, "some cases cannot run for some variants", held_out_cases=held_out)
     series_cap = cap if cap is not None else pcap
     above = series_cap > pcap
     manifest = inputs_manifest(ws.project, body.experiment_id, plan.dataset_id, simulated=simulate)
     key = body.experiment_id or f"look:{plan.flow_id}"
-    attempts = []
-    idx = 0
-    for rep in range(plan.repeats):
-        for case in cases:
-            seed = attempt_seed(key, case.name, rep, body.seed)
-            for variant in plan.variants:
-                attempts.append(
-                    {
-                        "idx": idx,
-                        "case_name": case.name,
-                        "dataset_id": plan.dataset_id,
-                        "side": plan.sides[case.name],
-                        "variant_id": variant,
-                        "rep": rep,
-                        "seed": seed,
-                    }
-                )
-                idx += 1
+    sim_seed = body.seed if body.seed is not None else draw_seed()
+    order_seed = draw_seed()  # secret: never returned, so nobody derives which attempt runs when
+    attempts = attempt_plan(
+        plan.cases,
+        order_seed=order_seed,
+        repeats=plan.repeats,
+        variants=plan.variants,
+        seed_of=lambda case, rep: attempt_seed(key, case, rep, sim_seed),
+    )
+    for a in attempts:
+        a["dataset_id"] = plan.dataset_id
+        a["side"] = plan.sides[a["case_name"]]
     return {
         "kind": "experiment" if exp else "look",
         "experiment_id": body.experiment_id,
@@ -260,6 +257,8 @@ def prepare_series(
         if above
         else None,
         "active_since": None if above else time.time(),
+        "order_seed": order_seed,
+        "sim_seed": sim_seed,
     }
 
 

@@ -127,7 +127,7 @@ def case_rows(s: SeriesRow, store: SeriesStore, tally: SeriesTally) -> tuple[lis
                     for a in sorted(va, key=lambda x: x.rep)
                 ],
             }
-        rows.append({"case": case, "failing": fails.get(case, 0) > 0, "variants": variants})
+        rows.append({"case": case, "side": "dev", "failing": fails.get(case, 0) > 0, "variants": variants})
     return rows, len(s.plan.cases) - len(rows)
 
 
@@ -147,6 +147,7 @@ def snapshot(s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases:
         "on": s.on,
         "status": s.status,
         "simulated": s.simulated,
+        "seed": s.sim_seed,  # the simulators' seed: `--seed` replays the series on purpose
         "created_at": s.created_at,
         "ended_at": s.ended_at,
         "progress": {

@@ -330,11 +330,11 @@ async def list_runs(
     limit: int = 20,
 ) -> Any:
     """Runs, newest first; runs of held-out cases are only counted (hidden_holdout_runs)."""
-    from aqven.research.holdout import held_out_test
+    from aqven.research.holdout import HELD_OUT_RUN_SQL
 
     svc = ctx.deps.svc
     runs, hidden = svc.runs.list_runs_except(
-        held_out_test(svc.package()), flow_id=flow_id, status=status, series_id=series_id, limit=max(1, min(limit, 100))
+        HELD_OUT_RUN_SQL, flow_id=flow_id, status=status, series_id=series_id, limit=max(1, min(limit, 100))
     )
     items = [{k: v for k, v in r.model_dump(mode="json").items() if k != "request"} for r in runs]
     return await _guard({"runs": items, "hidden_holdout_runs": hidden})

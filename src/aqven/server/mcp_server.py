@@ -34,7 +34,7 @@ from pydantic_core import to_jsonable_python
 from aqven import __version__
 from aqven.errors import AqvenError
 from aqven.research.experiment_schema import MAX_REPEATS
-from aqven.research.holdout import check_run, is_held_out, series_error_view
+from aqven.research.holdout import check_run, series_error_view
 from aqven.server.mcp_backend import Backend, HttpBackend, ServiceBackend
 from aqven.server.mcp_models import (
     CheckOut,
@@ -150,17 +150,10 @@ class AqvenTools:
 
     # -- held-out guard --
 
-    async def _package(self) -> str | None:
-        try:
-            package = (await self.backend.project()).get("package")
-        except AqvenError:
-            return None
-        return package if isinstance(package, str) else None
-
     async def _visible_run(self, run_id: str) -> dict[str, Any]:
         """The run, when it may be shown (the backend refuses a held-out one with HOLDOUT_HIDDEN; so does this)."""
         record = await self.backend.run_get(run_id, 0)
-        check_run(await self._package(), run_id, record.get("case_name"))
+        check_run(run_id, record.get("side"), record.get("case_name"))  # the side it ran on
         return record
 
     async def _series_view(self, state: dict[str, Any]) -> dict[str, Any]:
@@ -171,8 +164,7 @@ class AqvenTools:
             state = {**state, "error": shown_error}
         rows = state.get("cases")
         if isinstance(rows, list) and rows:
-            package = await self._package()
-            shown = [r for r in rows if package is not None and not is_held_out(package, str(r.get("case")))]
+            shown = [r for r in rows if isinstance(r, dict) and r.get("side") == "dev"]  # the side each ran on
             if len(shown) != len(rows):
                 hidden = int(state.get("hidden_cases") or 0) + len(rows) - len(shown)
                 state = {**state, "cases": shown, "hidden_cases": hidden}

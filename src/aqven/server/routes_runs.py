@@ -13,7 +13,7 @@ from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from aqven.errors import NotFoundError
-from aqven.research.holdout import held_out_test
+from aqven.research.holdout import HELD_OUT_RUN_SQL
 from aqven.server.deps import service_of
 from aqven.server.service import ProjectService
 from aqven.store.records import RunRecord, TraceEvent
@@ -77,10 +77,10 @@ def list_runs(
     offset: int = Query(0, ge=0, le=SQLITE_MAX_INT),
     svc: ProjectService = Depends(service_of),
 ) -> list[RunRecord]:
-    """Runs newest first, without the runs of held-out cases: their number is in the X-Hidden-Holdout-Runs
+    """Runs newest first, without the runs that ran on the held-out side: their number is in the X-Hidden-Holdout-Runs
     header (offset and limit count the listed runs)."""
     runs, hidden = svc.runs.list_runs_except(
-        held_out_test(svc.package()), flow_id=flow_id, status=status, series_id=series_id, limit=limit, offset=offset
+        HELD_OUT_RUN_SQL, flow_id=flow_id, status=status, series_id=series_id, limit=limit, offset=offset
     )
     response.headers[HIDDEN_HEADER] = str(hidden)
     return runs

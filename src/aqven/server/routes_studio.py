@@ -27,7 +27,7 @@ from aqven.engine.compile import FlowCompiler
 from aqven.errors import AqvenError, NotFoundError
 from aqven.project.local import simulate_enabled
 from aqven.research.findings import is_intact, read_findings, read_findings_md
-from aqven.research.holdout import held_out_test, is_held_out
+from aqven.research.holdout import HELD_OUT_RUN_SQL, run_held_out
 from aqven.research.inputs import inputs_manifest
 from aqven.research.series_view import snapshot
 from aqven.server import chat
@@ -119,7 +119,7 @@ def overview(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
 
 RUN_COLUMNS = (
     "id, flow_id, status, created_at, started_at, ended_at, outcome, error_code, input_tokens, output_tokens,"
-    " cost_usd, unpriced_calls, model_calls, simulated, series_id, case_name, dataset_id"
+    " cost_usd, unpriced_calls, model_calls, simulated, series_id, case_name, dataset_id, side"
 )
 
 
@@ -148,15 +148,16 @@ def runs_page(
         clauses.append("series_id IS NOT NULL")
     elif source == "hand":
         clauses.append("series_id IS NULL")
-    held_out_case = held_out_test(svc.package())
-    if case:
-        # A search by case name leaves held-out runs out, count included: it would tell which names are held out.
-        found = svc.db.query(f"SELECT id, case_name FROM runs WHERE {' AND '.join(clauses)}", tuple(params))
-        hidden = [r["id"] for r in found if held_out_case(r["case_name"])]
-        if hidden:
-            clauses.append(f"id NOT IN ({','.join('?' for _ in hidden)})")
-            params.extend(hidden)
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    # Runs that ran on the held-out side are never listed one by one (their side is stored with them): they are
+    # only counted, apart from the filters' total, so neither a page nor a search by case name tells one apart.
+    where_all = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    hidden_row = svc.db.query_one(
+        f"SELECT COUNT(*) AS n FROM runs {where_all}{' AND ' if clauses else 'WHERE '}{HELD_OUT_RUN_SQL}",
+        tuple(params),
+    )
+    hidden = hidden_row["n"] if hidden_row else 0
+    clauses.append(f"NOT {HELD_OUT_RUN_SQL}")
+    where = f"WHERE {' AND '.join(clauses)}"
     total_row = svc.db.query_one(f"SELECT COUNT(*) AS n FROM runs {where}", tuple(params))
     total = total_row["n"] if total_row else 0
     rows = svc.db.query(
@@ -164,27 +165,16 @@ def runs_page(
         (*params, per_page, (page - 1) * per_page),
     )
     items = [dict(r) for r in rows]
-    ids = [r["id"] for r in items if r["series_id"]]
-    held_out: set[str] = set()
-    if ids:
-        marks = ",".join("?" for _ in ids)
-        held_out = {
-            r["run_id"]
-            for r in svc.db.query(
-                f"SELECT run_id FROM attempts WHERE side='holdout' AND run_id IN ({marks})", tuple(ids)
-            )
-        }
     for r in items:
         r["simulated"] = bool(r["simulated"])
-        r["held_out"] = r["id"] in held_out or held_out_case(r["case_name"])
-        if r["held_out"]:
-            r["case_name"] = None  # held-out cases are not listed one by one
+        r["held_out"] = False
     return {
         "items": items,
         "total": total,
         "page": page,
         "per_page": per_page,
         "pages": max(1, -(-total // per_page)),
+        "held_out_hidden": 0 if case else hidden,  # a search by case name does not count them either
         "flows": sorted(svc.project().flows),
         "statuses": ["queued", "running", "waiting_human", "done", "failed"],
     }
@@ -366,7 +356,7 @@ async def studio_answer_human(
     resumes as an asyncio task, which a worker thread cannot start."""
     svc.answer_human(run_id, node_id, body.answer)
     record = svc.runs.get(run_id)
-    if is_held_out(svc.package(), record.case_name):  # answered, but its case is not shown back
+    if run_held_out(record.side, record.case_name):  # answered, but its case is not shown back
         return {"id": record.id, "status": record.status, "held_out": True}
     return record.model_dump(mode="json")
 
@@ -507,7 +497,9 @@ def series_attempts(
     per_page: int = Query(50, ge=1, le=200),
     svc: ProjectService = Depends(service_of),
 ) -> dict[str, Any]:
-    """A series' attempts a page at a time; held-out ones without their case or run (never one by one)."""
+    """A series' working (dev) attempts a page at a time. Held-out attempts are never listed one by one, not
+    even without their case: an attempt's index, outcome or tokens would tell its case apart. They are only
+    counted (`held_out`: how many match the filters), and the series page shows their aggregated table."""
     svc.series.store.get(series_id)
     clauses, params = ["series_id=?"], [series_id]
     for col, val in (("variant_id", variant), ("outcome", outcome), ("status", status)):
@@ -515,6 +507,8 @@ def series_attempts(
             clauses.append(f"{col}=?")
             params.append(val)
     where = " AND ".join(clauses)
+    held_row = svc.db.query_one(f"SELECT COUNT(*) AS n FROM attempts WHERE {where} AND side!='dev'", tuple(params))
+    where += " AND side='dev'"
     total_row = svc.db.query_one(f"SELECT COUNT(*) AS n FROM attempts WHERE {where}", tuple(params))
     total = total_row["n"] if total_row else 0
     rows = svc.db.query(
@@ -522,13 +516,14 @@ def series_attempts(
         f" started_at, ended_at, reruns FROM attempts WHERE {where} ORDER BY idx LIMIT ? OFFSET ?",
         (*params, per_page, (page - 1) * per_page),
     )
-    items = []
-    for r in rows:
-        item = dict(r)
-        if item["side"] == "holdout":
-            item.update(case_name=None, run_id=None, error_message=None)
-        items.append(item)
-    return {"items": items, "total": total, "page": page, "per_page": per_page, "pages": max(1, -(-total // per_page))}
+    return {
+        "items": [dict(r) for r in rows],
+        "total": total,
+        "held_out": held_row["n"] if held_row else 0,
+        "page": page,
+        "per_page": per_page,
+        "pages": max(1, -(-total // per_page)),
+    }
 
 
 # ---- findings ----

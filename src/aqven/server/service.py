@@ -96,7 +96,7 @@ class ProjectService:
     def visible_run(self, run_id: str) -> RunRecord:
         """A run that may be shown: RUN_NOT_FOUND when there is none, HOLDOUT_HIDDEN when it ran a held-out case."""
         record = self.runs.get(run_id)
-        check_run(self.package(), run_id, record.case_name)
+        check_run(run_id, record.side, record.case_name)  # the side it ran on, never today's split
         return record
 
     # ---- runs ----
@@ -150,7 +150,8 @@ class ProjectService:
     def start_run(self, request: RunRequest) -> str:
         engine = self.engine()
         engine.prepare(request)  # refuse before anything is stored or runs
-        run_id = self.runs.create(request)
+        side = self.project().side(request.case_name) if request.case_name else None
+        run_id = self.runs.create(request, side=side)
         self._spawn(run_id)
         return run_id
 

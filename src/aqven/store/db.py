@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -115,6 +115,19 @@ _MIGRATIONS: dict[int, str] = {
     CREATE INDEX attempts_tally ON attempts(
         series_id, variant_id, case_name, status, outcome, value, reruns, unpriced, active_at_end, cost_usd
     );
+    """,
+    # Sealed evidence (issue 12): the run order's secret seed and the simulators' seed of a series, the coarse
+    # view a held-out series shows while it runs, the inputs each attempt ran on, and the side every run ran on
+    # (a run of a series takes its attempt's side; a run by hand stays unknown, which counts as held out).
+    4: """
+    ALTER TABLE series ADD COLUMN order_seed INTEGER;
+    ALTER TABLE series ADD COLUMN sim_seed INTEGER;
+    ALTER TABLE series ADD COLUMN sealed_view TEXT;
+    ALTER TABLE attempts ADD COLUMN inputs_hash TEXT;
+    ALTER TABLE runs ADD COLUMN side TEXT;
+    UPDATE runs SET side = (
+        SELECT a.side FROM attempts a WHERE a.series_id = runs.series_id AND a.case_name = runs.case_name LIMIT 1
+    ) WHERE series_id IS NOT NULL;
     """,
 }
 

@@ -55,6 +55,7 @@ class RunRecord(BaseModel):
     series_id: str | None = None
     case_name: str | None = None
     dataset_id: str | None = None
+    side: str | None = None  # the side of the split the run ran on (dev | holdout), stored when it was created
     waiting_node: str | None = None
 
 

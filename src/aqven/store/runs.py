@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -42,12 +41,21 @@ class RunStore:
 
     # ---- runs ----
 
-    def create(self, request: RunRequest, *, series_id: str | None = None, run_id: str | None = None) -> str:
+    def create(
+        self,
+        request: RunRequest,
+        *,
+        series_id: str | None = None,
+        run_id: str | None = None,
+        side: str | None = None,
+    ) -> str:
+        """Store a new run; `side` is the side of the split it runs on (dev | holdout; None without a case), kept
+        with it so that what may be shown of it never depends on a later split."""
         rid = run_id or new_id("run")
         with self.db.transaction() as cur:
             cur.execute(
                 "INSERT INTO runs (id, flow_id, status, created_at, request, simulated, series_id, case_name,"
-                " dataset_id) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+                " dataset_id, side) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
                 (
                     rid,
                     request.flow_id,
@@ -57,6 +65,7 @@ class RunStore:
                     series_id,
                     request.case_name,
                     request.dataset_id,
+                    side,
                 ),
             )
         return rid
@@ -131,7 +140,7 @@ class RunStore:
 
     def list_runs_except(
         self,
-        hidden: Callable[[str | None], bool],
+        hidden_sql: str,
         *,
         flow_id: str | None = None,
         status: str | None = None,
@@ -139,17 +148,17 @@ class RunStore:
         limit: int = 50,
         offset: int = 0,
     ) -> tuple[list[RunRecord], int]:
-        """`list_runs` without the runs whose case name `hidden` is true for (offset and limit count the runs
-        that are shown), and how many of the runs the filters match were left out."""
+        """`list_runs` without the runs the SQL condition `hidden_sql` is true for (offset and limit count the
+        runs that are shown), and how many of the runs the filters match were left out."""
         where, params = _where(flow_id, status, series_id)
-        rows = self.db.query(f"SELECT id, case_name FROM runs {where} ORDER BY created_at DESC, id DESC", params)
-        shown = [r["id"] for r in rows if not hidden(r["case_name"])]
-        page = shown[offset : offset + limit]
-        if not page:
-            return [], len(rows) - len(shown)
-        marks = ",".join("?" for _ in page)
-        by_id = {r["id"]: r for r in self.db.query(f"SELECT * FROM runs WHERE id IN ({marks})", tuple(page))}
-        return [self._record(by_id[i]) for i in page if i in by_id], len(rows) - len(shown)
+        shown_where = f"{where} AND NOT {hidden_sql}" if where else f"WHERE NOT {hidden_sql}"
+        rows = self.db.query(
+            f"SELECT * FROM runs {shown_where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        hidden_where = f"{where} AND {hidden_sql}" if where else f"WHERE {hidden_sql}"
+        count = self.db.query_one(f"SELECT COUNT(*) AS n FROM runs {hidden_where}", params)
+        return [self._record(r) for r in rows], int(count["n"]) if count else 0
 
     def ids_with_status(self, *statuses: str) -> list[str]:
         marks = ",".join("?" for _ in statuses)
@@ -187,6 +196,7 @@ class RunStore:
             series_id=row["series_id"],
             case_name=row["case_name"],
             dataset_id=row["dataset_id"],
+            side=row["side"],
             waiting_node=waiting,
         )
 

@@ -46,6 +46,8 @@ class SeriesStore:
         pause: dict[str, Any] | None,
         attempts: list[dict[str, Any]],
         active_since: float | None,
+        order_seed: int | None = None,
+        sim_seed: int | None = None,
     ) -> tuple[str, bool]:
         """Create a series with all its attempts queued; (id, created). A known client_op_id returns its series."""
         with self.db.transaction() as cur:
@@ -56,8 +58,8 @@ class SeriesStore:
             sid = new_id("ser")
             cur.execute(
                 "INSERT INTO series (id, kind, experiment_id, on_side, status, created_at, client_op_id, plan, cap_usd,"
-                " project_cap_usd, project_cap_source, pause, inputs_hash, inputs, simulated, active_since)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " project_cap_usd, project_cap_source, pause, inputs_hash, inputs, simulated, active_since, order_seed,"
+                " sim_seed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     sid,
                     kind,
@@ -75,6 +77,8 @@ class SeriesStore:
                     _j(inputs),
                     int(simulated),
                     active_since,
+                    order_seed,
+                    sim_seed,
                 ),
             )
             cur.executemany(
@@ -167,6 +171,9 @@ class SeriesStore:
             finding=row["finding"],
             active_seconds=row["active_seconds"],
             active_since=row["active_since"],
+            order_seed=row["order_seed"],
+            sim_seed=row["sim_seed"],
+            sealed_view=_l(row["sealed_view"]),
         )
 
     # ---- attempts ----
@@ -199,6 +206,16 @@ class SeriesStore:
         if row is None:
             raise NotFoundError(f"series {series_id} has no attempt {idx}", code="ATTEMPT_NOT_FOUND")
         return self._attempt(row)
+
+    def case_order(self, series_id: str) -> list[str]:
+        """The series' case names in the order they run: attempts are created case block by case block in the
+        order the series' secret seed drew (research/series_order.py), so the first attempt index of each case
+        orders them. The longest fully finished prefix of this order is a random sample of the cases."""
+        rows = self.db.query(
+            "SELECT case_name, MIN(idx) AS first FROM attempts WHERE series_id=? GROUP BY case_name ORDER BY first",
+            (series_id,),
+        )
+        return [r["case_name"] for r in rows]
 
     def next_queued(self, series_id: str) -> AttemptRow | None:
         row = self.db.query_one(
@@ -283,4 +300,5 @@ class SeriesStore:
             started_at=row["started_at"],
             ended_at=row["ended_at"],
             active_at_end=row["active_at_end"],
+            inputs_hash=row["inputs_hash"],
         )

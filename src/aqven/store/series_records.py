@@ -64,6 +64,13 @@ class SeriesRow(BaseModel):
     finding: str | None
     active_seconds: float
     active_since: float | None
+    # The seed of the run order (cases shuffled, run case by case): a secret of the series, never shown, so the
+    # order of a held-out series' attempts cannot be derived (`exclude`: no dump of the row carries it).
+    order_seed: int | None = Field(default=None, exclude=True, repr=False)
+    # The simulators' seed, drawn at the start (or given, to replay a series on purpose).
+    sim_seed: int | None = None
+    # What a held-out series shows while it runs: its numbers as of the last coarse step (series_view.py).
+    sealed_view: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
 
 
 @dataclass(slots=True)
@@ -91,6 +98,7 @@ class AttemptRow:
     started_at: str | None
     ended_at: str | None
     active_at_end: float | None
+    inputs_hash: str | None = None  # the hash of the inputs the attempt ran on (research/inputs.py)
 
     @property
     def checks(self) -> list[dict[str, Any]] | None:

@@ -608,6 +608,7 @@ async function pageRuns(query) {
         h('td', {}, r.series_id ? link('#/series/' + r.series_id, 'series') : 'by hand'))))) :
       h('p', { class: 'muted' }, 'No runs match.'),
     pager(data.page, data.pages, data.total, 'runs', p => go('/runs', { ...q, page: p })),
+    data.held_out_hidden ? h('p', { class: 'muted', id: 'held-out-runs' }, `${data.held_out_hidden} run${data.held_out_hidden === 1 ? '' : 's'} of held-out cases not listed: held-out runs are only counted`) : null,
   ];
 }
 
@@ -1106,7 +1107,8 @@ async function loadAttempts(id, page, box) {
           h('td', {}, a.idx), h('td', { class: 'mono' }, a.case_name || h('span', { class: 'muted' }, 'held-out')), h('td', {}, a.variant_id), h('td', {}, a.rep + 1),
           h('td', {}, badge(a.status)), h('td', {}, a.outcome ? badge(a.outcome) : ''), h('td', { class: 'mono' }, a.error_code || ''),
           h('td', {}, fmt.money(a.cost_usd)), h('td', {}, a.run_id ? link('#/runs/' + a.run_id, 'trace') : ''))))),
-      pager(d.page, d.pages, d.total, 'attempts', p => loadAttempts(id, p, box)));
+      pager(d.page, d.pages, d.total, 'attempts', p => loadAttempts(id, p, box)),
+      d.held_out ? h('p', { class: 'muted', id: 'held-out-attempts' }, `${d.held_out} held-out attempt${d.held_out === 1 ? '' : 's'}: counted in the table above, never listed one by one`) : null);
   } catch (err) { replace(box, errorBox(err)); }
 }
 
