@@ -71,11 +71,12 @@ async def baseline(root: Path, *, seed: int, limit_s: float) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise TimeoutError("the baseline series did not finish in time")
             state = await svc.series.get(sid, wait_seconds=20)
-        attempts = {a.idx: a for a in svc.series.store.attempts(sid)}
+        # By case, repeat and variant: each series runs its cases in its own drawn order, so indexes differ.
+        attempts = {(a.case_name, a.rep, a.variant_id): a for a in svc.series.store.attempts(sid)}
         return {
             "series_id": sid,
             "state": state,
-            "attempts": {i: (a.seed, a.outcome, a.value, a.cost_usd) for i, a in attempts.items()},
+            "attempts": {k: (a.seed, a.outcome, a.value, a.cost_usd) for k, a in attempts.items()},
         }
     finally:
         await svc.shutdown()
@@ -281,7 +282,7 @@ def run_kill_soak(
             )
         if len(mine) > 1 + a["reruns"]:
             report.twice.append(f"attempt {a['idx']}: {len(mine)} runs for {a['reruns']} re-runs")
-        want = base["attempts"].get(a["idx"])
+        want = base["attempts"].get((a["case_name"], a["rep"], a["variant_id"]))
         got = (a["seed"], a["outcome"], a["value"])
         if want is None or want[:3] != got:
             report.differ.append(f"attempt {a['idx']}: {got}, uninterrupted {want}")
