@@ -83,7 +83,9 @@ def test_simulated_reads_are_independent_unless_replayed(tiny_env: Path, tmp_pat
         a = settle(client, start(client, experiment_id="rate", on="holdout", simulate=True)["series"]["series_id"])
         b = settle(client, start(client, experiment_id="rate", on="holdout", simulate=True)["series"]["series_id"])
         assert a["seed"] != b["seed"]  # each series drew its own simulators' seed
-        r = client.post("/api/series", json={"experiment_id": "rate", "on": "holdout", "simulate": True, "seed": a["seed"]})
+        r = client.post(
+            "/api/series", json={"experiment_id": "rate", "on": "holdout", "simulate": True, "seed": a["seed"]}
+        )
         assert r.status_code == 201, r.text
         c = settle(client, r.json()["series"]["series_id"])
         assert c["seed"] == a["seed"]
