@@ -167,3 +167,65 @@ def test_a_judge_no_better_than_a_coin_gives_the_whole_range() -> None:
     assert not got.informative and (got.interval.low, got.interval.high) == (0.0, 1.0)
     diff = correct_difference([(3.0, 4)] * 20, [(4.0, 4)] * 20, acc, 0.95)
     assert not diff.informative and (diff.interval.low, diff.interval.high) == (-1.0, 1.0)
+
+
+# ---- in the verdict -------------------------------------------------------------------------------------------
+
+
+def _accuracy(cases: int, se: float, sp: float, repeats: int = 4) -> JudgeAccuracy:
+    def side(rate: float) -> tuple[tuple[float, int], ...]:
+        agreed = round(rate * cases * repeats)
+        rows = [(float(min(repeats, max(0, agreed - i * repeats))), repeats) for i in range(cases)]
+        return tuple(rows)
+
+    return JudgeAccuracy("experiments/agree/findings/ser_a.yaml", "agree", "ser_a", side(se), side(sp))
+
+
+def test_decide_corrects_and_says_by_which_finding() -> None:
+    from aqven.research.judge_correction import JudgeCorrection
+    from aqven.research.verdict import QuestionSpec, Scope, decide
+
+    q = QuestionSpec(kind="threshold", metric="tone", bound=0.5, margin=0.05)
+    cells = {"as_written": [(f"c{i}", 3.0 if i % 10 < 7 else 0.0, 3) for i in range(400)]}
+    scope = Scope(cases=400, repeats=3, on="holdout")
+    acc = _accuracy(400, 0.95, 0.95)
+    plain = decide(q, cells, on="holdout", scope=scope)
+    fixed = decide(q, cells, on="holdout", scope=scope, judge=JudgeCorrection(acc))
+    i, j = plain.decided[0].interval, fixed.decided[0].interval
+    assert j.estimate == pytest.approx((0.7 + 0.95 - 1) / 0.9)
+    assert j.high - j.low > i.high - i.low
+    assert fixed.judge_corrected_by == acc.finding
+    assert "corrected for the judge's errors by finding experiments/agree/findings/ser_a.yaml" in fixed.text
+    assert "(Rogan–Gladen; sensitivity 0.950, specificity 0.950)" in fixed.text
+    assert "corrected" not in plain.text and plain.judge_corrected_by is None
+    data = fixed.to_json()
+    assert data["decided"][0]["judge_correction"]["observed"]["estimate"] == pytest.approx(0.7)
+    assert data["cells"][0]["judge_corrected"]["estimate"] == pytest.approx(j.estimate)
+    # A loosely measured judge: its Se and Sp alone leave the interval wider than the margin.
+    loose = decide(q, cells, on="holdout", scope=scope, judge=JudgeCorrection(_accuracy(8, 0.8, 0.8)))
+    assert loose.verdict == "inconclusive" and loose.below_mde and loose.cases_to_decide is None
+    assert "no number of cases would narrow it to the margin while the judge's sensitivity" in loose.text
+
+
+def test_decide_corrects_a_paired_question_and_model_failures() -> None:
+    from aqven.research.judge_correction import JudgeCorrection
+    from aqven.research.verdict import QuestionSpec, Scope, decide
+
+    q = QuestionSpec(kind="compare", metric="tone", baseline="a", margin=0.05)
+    cells = {
+        "a": [(f"c{i}", 2.0 if i % 2 else 0.0, 2) for i in range(300)],
+        "b": [(f"c{i}", 2.0 if i % 4 else 0.0, 2) for i in range(300)],
+    }
+    scope = Scope(cases=300, repeats=2, on="holdout")
+    acc = _accuracy(300, 0.9, 0.9)
+    fixed = decide(q, cells, on="holdout", scope=scope, judge=JudgeCorrection(acc))
+    c = fixed.decided[0]
+    assert c.correction is not None and c.interval.estimate == pytest.approx(0.25 / 0.8)
+    assert fixed.to_json()["comparisons"][0]["judge_correction"]["method"] == "rogan_gladen"
+    # Every failure of b on the first 60 cases was a model failure: no judge read those attempts.
+    unjudged = {"b": {f"c{i}": 2 for i in range(0, 60, 4)}}
+    shared = decide(q, cells, on="holdout", scope=scope, judge=JudgeCorrection(acc, unjudged))
+    assert shared.decided[0].correction is not None
+    assert shared.decided[0].correction.judged_share == pytest.approx((1.0, 1 - 15 / 300))
+    # The share b's judge read is lower: (1 − Sp)·(g_b − g_a) is negative, the corrected difference higher.
+    assert shared.decided[0].interval.estimate == pytest.approx((0.25 + 0.1 * 15 / 300) / 0.8)

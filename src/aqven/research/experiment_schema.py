@@ -139,6 +139,15 @@ class Question(Strict):
         return self
 
 
+class JudgeAgreement(Strict):
+    """This experiment measures a judge against human labels (sensitivity and specificity, in its finding)."""
+
+    label: Annotated[str, Field(min_length=1, max_length=200)]
+    """The field of each case's ``expected_output`` that holds the human label."""
+    positive: bool | int | str = True
+    """The label value that means the person passed it; any other value means they failed it."""
+
+
 class Experiment(Strict):
     id: str = ""
     failure_mode: Annotated[str, Field(min_length=1, max_length=120)]
@@ -151,6 +160,7 @@ class Experiment(Strict):
     metrics: dict[Identifier, MetricSpec] = Field(default_factory=dict)
     question: Question
     repeats: Annotated[int, Field(ge=1, le=MAX_REPEATS)] = 1
+    judge_agreement: JudgeAgreement | None = None
 
     @property
     def variant_ids(self) -> list[str]:

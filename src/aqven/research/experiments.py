@@ -419,6 +419,53 @@ def _check_question(a: _Assembly, exp: ExperimentSource) -> None:
             ("question", "kind"),
             "add the variant to compare with the baseline",
         )
+    _check_agreement(a, exp)
+
+
+def human_labels(project: Project, exp: Experiment) -> dict[str, bool]:
+    """A judge-agreement experiment's selected cases with a human label: True when the person passed it."""
+    agreement = exp.judge_agreement
+    if agreement is None:
+        return {}
+    out: dict[str, bool] = {}
+    for case in selected_cases(project, exp):
+        expected = case.expected_output
+        if isinstance(expected, dict) and expected.get(agreement.label) is not None:
+            value = expected[agreement.label]
+            out[case.name] = value == agreement.positive and type(value) is type(agreement.positive)
+    return out
+
+
+def _check_agreement(a: _Assembly, exp: ExperimentSource) -> None:
+    """A judge-agreement experiment: a threshold question, and cases labelled both ways."""
+    spec = exp.spec
+    agreement = spec.judge_agreement
+    if agreement is None:
+        return
+    if spec.question.kind != "threshold":
+        a.err(
+            "E_AGREEMENT_QUESTION",
+            f"a judge-agreement experiment decides on a threshold of the agreement rate, not a {spec.question.kind}",
+            ("judge_agreement",),
+            "use question.kind threshold with the agreement check as its metric",
+        )
+    if spec.dataset.id not in a.project.datasets:
+        return
+    labels = human_labels(a.project, spec)
+    passing = sum(labels.values())
+    if passing == 0 or passing == len(labels):
+        a.diagnostics.append(
+            Diagnostic(
+                code="W_AGREEMENT_LABELS",
+                severity="warning",
+                file=exp.file,
+                line=a.project.doc_line(exp.file, ("judge_agreement",)),
+                message=f"judge_agreement: {passing} selected case(s) labelled passing and {len(labels) - passing} "
+                f"failing in expected_output.{agreement.label}; the finding needs both to measure the judge's "
+                "sensitivity and specificity",
+                hint=f"label cases both ways in expected_output.{agreement.label} (positive: {agreement.positive!r})",
+            )
+        )
 
 
 def _dedupe(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

@@ -39,6 +39,7 @@ held-out cases (the same judge, rubric and kind of output). A judge that changes
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -233,3 +234,92 @@ def agreement_tallies(
     if not positives or not negatives:
         raise NoData("a judge-agreement series needs counted attempts on cases labelled passing and failing")
     return positives, negatives
+
+
+def agreement_record(
+    variant: str,
+    label: str,
+    positive: Any,
+    cells: Sequence[tuple[str, float, int]],
+    labels: Mapping[str, bool],
+    level: float = 0.95,
+) -> dict[str, Any] | None:
+    """The ``judge_agreement`` block of a judge-agreement finding: sensitivity and specificity with their
+    intervals, and the per-case tallies behind them (unnamed, sorted) so that a series correcting for this judge
+    can put them at the level its own error split needs. None when one side has no counted attempt."""
+    try:
+        positives, negatives = agreement_tallies(cells, labels)
+    except NoData:
+        return None
+
+    def side(tallies: Tallies) -> dict[str, Any]:
+        i = one_rate(tallies, level)
+        return {
+            "estimate": i.estimate,
+            "low": i.low,
+            "high": i.high,
+            "level": level,
+            "cases": i.n_cases,
+            "attempts": i.n_attempts,
+        }
+
+    return {
+        "variant": variant,
+        "label": label,
+        "positive": positive,
+        "sensitivity": side(positives),
+        "specificity": side(negatives),
+        "tallies": {"positive": [list(t) for t in positives], "negative": [list(t) for t in negatives]},
+    }
+
+
+def accuracy_of(finding: str, data: Mapping[str, Any]) -> JudgeAccuracy | None:
+    """The judge accuracy a finding's ``judge_agreement`` block measured; None when it has none (or a broken one)."""
+    block = data.get("judge_agreement")
+    if not isinstance(block, Mapping):
+        return None
+    try:
+        tallies = block["tallies"]
+        return JudgeAccuracy.from_json(
+            {
+                "finding": finding,
+                "experiment_id": data["experiment_id"],
+                "series_id": data["series_id"],
+                "positives": tallies["positive"],
+                "negatives": tallies["negative"],
+            }
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class JudgeCorrection:
+    """What `aqven.research.verdict.decide` needs to correct a judge-decided verdict."""
+
+    accuracy: JudgeAccuracy
+    unjudged: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """variant -> case -> counted attempts no judge read (model failures)."""
+
+    def share(self, variant: str, cells: Sequence[tuple[str, float, int]], only: set[str] | None = None) -> float:
+        """``g``: the share of counted attempts the judge read, per case, averaged over the cases with counted
+        attempts (or over `only`), as the rate averages them."""
+        counted: dict[str, int] = {}
+        for name, _y, r in cells:
+            counted[name] = counted.get(name, 0) + r
+        failed = self.unjudged.get(variant, {})
+        shares = [
+            (r - failed.get(name, 0)) / r for name, r in counted.items() if r > 0 and (only is None or name in only)
+        ]
+        return sum(shares) / len(shares) if shares else 1.0
+
+
+def limit_half_width(corrected: Corrected) -> float:
+    """The corrected half-width with the series' own rate known exactly (infinitely many cases): what the judge's
+    measured sensitivity and specificity alone leave open. More cases cannot narrow an interval below it."""
+    s, p = corrected.sensitivity, corrected.specificity
+    obs = corrected.observed.estimate
+    dg = corrected.judged_share[-1] - corrected.judged_share[0] if len(corrected.judged_share) == 2 else None
+    g = dg if dg is not None else corrected.judged_share[0]
+    box = corrected_bounds((obs, obs), (s.low, s.high), (p.low, p.high), g, lowest=-1.0 if dg is not None else 0.0)
+    return math.inf if box is None else (box[1] - box[0]) / 2

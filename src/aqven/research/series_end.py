@@ -7,9 +7,11 @@ from collections import defaultdict
 from typing import Any
 
 from aqven import ENGINE_VERSION
+from aqven.research.experiments import ExperimentSource, human_labels
 from aqven.research.findings import write_finding
 from aqven.research.holdout import series_error
 from aqven.research.inputs import inputs_manifest, manifest_hash
+from aqven.research.judge_correction import JudgeAccuracy, JudgeCorrection, agreement_record
 from aqven.research.verdict import CaseCell, QuestionSpec, Scope, decide, invalid_reason_for
 from aqven.research.workspace import Workspace
 from aqven.store.runs import RunStore, now_iso
@@ -70,8 +72,16 @@ def compute_verdict(
         invalid_reason=reason,
         provisional=provisional,
         scope=scope,
+        judge=_judge(s, tally),
     )
     return verdict.to_json()
+
+
+def _judge(s: SeriesRow, tally: SeriesTally) -> JudgeCorrection | None:
+    """The judge correction the series fixed at its start (a validated pass/fail judge with measured accuracy)."""
+    if not s.plan.judge_correction or s.plan.judge_unvalidated:
+        return None
+    return JudgeCorrection(JudgeAccuracy.from_json(s.plan.judge_correction), tally.model_failed)
 
 
 def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) -> SeriesRow:
@@ -117,7 +127,9 @@ def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) 
         and verdict["verdict"] != "invalid"
         and ended.experiment_id is not None
     ):
-        path = write_finding(ws.project.root, finding_data(ws, ended, attempts, tally, runs, verdict))
+        data = finding_data(ws, ended, attempts, tally, runs, verdict)
+        data |= _agreement(ws, ws.experiment(ended.experiment_id), ended, tally) | _corrected(verdict)
+        path = write_finding(ws.project.root, data)
         fields["finding"] = str(path.relative_to(ws.project.root))
     store.update(series_id, **fields)
     return store.get(series_id)
@@ -185,3 +197,29 @@ def finding_data(
         },
         "inputs": {"hash": s.inputs_hash, "files": s.inputs},
     }
+
+
+def _agreement(ws: Workspace, exp: ExperimentSource, s: SeriesRow, tally: SeriesTally) -> dict[str, Any]:
+    """A judge-agreement experiment's finding records the judge's sensitivity and specificity (issue 10)."""
+    agreement = exp.spec.judge_agreement
+    if agreement is None or exp.spec.question.kind != "threshold":
+        return {}
+    variant = exp.spec.question.variant or s.plan.variants[0]
+    cells = case_cells(s, tally).get(variant, [])
+    labels = human_labels(ws.project, exp.spec)
+    record = agreement_record(variant, agreement.label, agreement.positive, cells, labels)
+    return {"judge_agreement": record} if record is not None else {}
+
+
+def _corrected(verdict: dict[str, Any]) -> dict[str, Any]:
+    """A verdict corrected for its judge's errors records which finding corrected it, and each deciding interval
+    as corrected, with the judge-decided interval and the sensitivity and specificity it stood on."""
+    by = verdict.get("judge_corrected_by")
+    if not by:
+        return {}
+    decided = [
+        {k: c.get(k) for k in ("variant", "baseline", "estimate", "low", "high", "level")}
+        | {"judge_correction": c.get("judge_correction")}
+        for c in verdict.get("decided", [])
+    ]
+    return {"judge_corrected_by": by, "decided": decided}

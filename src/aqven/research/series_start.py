@@ -12,7 +12,7 @@ from aqven.engine.runner import Engine
 from aqven.errors import AqvenError, NotFoundError
 from aqven.project.local import simulate_enabled
 from aqven.project.schema import Case
-from aqven.research.experiment_schema import MAX_REPEATS
+from aqven.research.experiment_schema import MAX_REPEATS, CheckSpec
 from aqven.research.experiments import ExperimentSource, metric_check, selected_cases
 from aqven.research.holdout import hide_problems
 from aqven.research.inputs import inputs_manifest, manifest_hash
@@ -154,6 +154,7 @@ def prepare_series(
             question=spec.question.model_dump(),
             deciding_check=check_id,
             judge_unvalidated=judge is not None and not _validated(ws, judge.validated_by),
+            judge_correction=_judge_accuracy(ws, judge),
             launch_plan=launch_plan(
                 ws,
                 exp,
@@ -260,6 +261,34 @@ def prepare_series(
         "order_seed": order_seed,
         "sim_seed": sim_seed,
     }
+
+
+def _judge_accuracy(ws: Workspace, judge: CheckSpec | None) -> dict[str, Any] | None:
+    """The accuracy the newest validating finding measured for a pass/fail judge, fixed with the series: its
+    verdict is then corrected for the judge's errors (`aqven.research.judge_correction`)."""
+    if judge is None or judge.judge is None or judge.judge.scale != "pass_fail" or not judge.validated_by:
+        return None
+    from aqven.project.paths import rel
+    from aqven.research.findings import is_intact, read_findings
+    from aqven.research.judge_correction import accuracy_of
+
+    best: tuple[str, dict[str, Any]] | None = None
+    for path, data in read_findings(ws.project.root):
+        if not (
+            data
+            and is_intact(data)
+            and data.get("experiment_id") == judge.validated_by
+            and data.get("verdict", {}).get("verdict") == "confirmed"
+            and accuracy_of(rel(ws.project.root, path), data) is not None
+        ):
+            continue
+        ended = str((data.get("scope") or {}).get("ended_at") or "")
+        if best is None or ended > str((best[1].get("scope") or {}).get("ended_at") or ""):
+            best = (rel(ws.project.root, path), data)
+    if best is None:
+        return None
+    accuracy = accuracy_of(*best)
+    return accuracy.to_json() if accuracy else None
 
 
 def _validated(ws: Workspace, validated_by: str | None) -> bool:

@@ -50,6 +50,14 @@ from typing import Any, Final, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
+from aqven.research.judge_correction import (
+    Corrected,
+    JudgeCorrection,
+    correct_difference,
+    correct_rate,
+    corrected_bounds,
+    limit_half_width,
+)
 from aqven.research.stats import (
     Interval,
     NoData,
@@ -136,10 +144,13 @@ class Comparison:
     decision: Decision
     tallies: tuple[Sequence[tuple[float, int]], ...] = field(default=(), repr=False, compare=False)
     """The per-case (passes, attempts) the interval stands on: one list, or two aligned ones (A, B)."""
+    correction: Corrected | None = field(default=None, repr=False, compare=False)
+    """Set when the interval was corrected for the deciding judge's errors (`interval` is the corrected one)."""
 
     def to_json(self) -> dict[str, Any]:
         i = self.interval
-        return {
+        fixed = {"judge_correction": self.correction.to_json()} if self.correction else {}
+        return fixed | {
             "variant": self.variant,
             "baseline": self.baseline,
             "estimate": i.estimate,
@@ -174,6 +185,8 @@ class Verdict:
     cases_to_decide: int | None = None
     decided: tuple[Comparison, ...] = ()
     cells: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    judge_corrected_by: str | None = None
+    """The finding whose measured judge accuracy corrected the deciding intervals (issue 10), or None."""
 
     @property
     def comparisons(self) -> list[dict[str, Any]]:
@@ -194,6 +207,7 @@ class Verdict:
             "decided": [c.to_json() for c in self.decided],
             "cells": [dict(c) for c in self.cells],
             "comparisons": self.comparisons,
+            "judge_corrected_by": self.judge_corrected_by,
         }
 
 
@@ -247,21 +261,24 @@ def decide(
     invalid_reason: str | None = None,
     provisional: bool = False,
     scope: Scope,
+    judge: JudgeCorrection | None = None,
 ) -> Verdict:
     """The verdict of a series from its per-variant, per-case tallies (see the module docs).
 
     ``cells`` maps each variant id, in the experiment's order, to its cases. Raises `ValueError` for a
     question that cannot be decided on these variants (unknown variant, a threshold without bound, a
     paired question with one variant, ``scope.on`` different from ``on``) or an unknown ``invalid_reason``.
+    With ``judge``, the deciding intervals (and each cell's ``judge_corrected``) are corrected for the deciding
+    judge's measured errors (`aqven.research.judge_correction`), and the sentence says so.
     """
     _validate(question, cells, on, scope)
     if invalid_reason is not None and invalid_reason not in INVALID_REASONS:
         raise ValueError(f"unknown invalid reason {invalid_reason!r}; one of {', '.join(INVALID_REASONS)}")
-    rates = tuple(_rate_cell(question.metric, v, c) for v, c in cells.items())
+    rates = tuple(_rate_cell(question.metric, v, c, judge) for v, c in cells.items())
     decided: list[Comparison] = []
     reason: str | None = invalid_reason
     try:
-        decided = _intervals(question, cells)
+        decided = _intervals(question, cells, judge)
     except NoData:
         reason = reason or "no_data"
     if reason is not None:
@@ -301,6 +318,7 @@ def decide(
         cases_to_decide=to_decide,
         decided=tuple(decided),
         cells=rates,
+        judge_corrected_by=judge.accuracy.finding if judge else None,
     )
 
 
@@ -327,23 +345,34 @@ def _validate(question: QuestionSpec, cells: Mapping[str, Sequence[CaseCell]], o
             raise ValueError(f"a {question.kind} question needs a variant other than its baseline")
 
 
-def _intervals(question: QuestionSpec, cells: Mapping[str, Sequence[CaseCell]]) -> list[Comparison]:
+def _intervals(
+    question: QuestionSpec, cells: Mapping[str, Sequence[CaseCell]], judge: JudgeCorrection | None = None
+) -> list[Comparison]:
     """The deciding intervals; raises `NoData` when one of them has nothing to stand on."""
     if question.kind == "threshold":
         target = question.variant or next(iter(cells))
         tallies = _tallies(cells[target])
-        interval = one_rate(tallies, 1 - ALPHA)
+        fixed = None
+        if judge is not None:
+            fixed = correct_rate(tallies, judge.accuracy, 1 - ALPHA, judge.share(target, cells[target]))
+        interval = fixed.interval if fixed else one_rate(tallies, 1 - ALPHA)
         decision = classify(question, interval.low, interval.high)
-        return [Comparison(target, None, interval, 1 - ALPHA, decision, (tallies,))]
+        return [Comparison(target, None, interval, 1 - ALPHA, decision, (tallies,), fixed)]
     base = _baseline(question, cells)
     others = [question.variant] if question.variant else [v for v in cells if v != base]
     level = 1 - ALPHA / len(others)
     out = []
     for variant in others:
         a, b = _aligned(cells[base], cells[variant])
-        interval = paired_difference(a, b, level)
+        fixed = None
+        if judge is not None:
+            ma, mb = _merge(cells[base]), _merge(cells[variant])
+            both = {n for n, (_y, r) in ma.items() if r > 0 and mb.get(n, (0.0, 0))[1] > 0}
+            ga, gb = judge.share(base, cells[base], both), judge.share(variant, cells[variant], both)
+            fixed = correct_difference(a, b, judge.accuracy, level, ga, gb)
+        interval = fixed.interval if fixed else paired_difference(a, b, level)
         decision = classify(question, interval.low, interval.high)
-        out.append(Comparison(variant, base, interval, level, decision, (a, b)))
+        out.append(Comparison(variant, base, interval, level, decision, (a, b), fixed))
     return out
 
 
@@ -370,14 +399,28 @@ def _cases_to_decide(open_wide: Sequence[Comparison], margin: float) -> int | No
 def _cases_for_margin(c: Comparison, margin: float) -> int | None:
     arrays = [(np.array([t[0] for t in side]), np.array([float(t[1]) for t in side])) for side in c.tallies]
     counted = [(y[r > 0], r[r > 0]) for y, r in arrays] if len(arrays) == 1 else _paired_only(arrays)
+    fix = c.correction
+    if fix is not None and limit_half_width(fix) > margin:
+        return None  # the judge's measured accuracy alone leaves the interval wider than the margin
+    level = fix.observed_level if fix else c.level
 
     def narrow_enough(n: int) -> bool:
         rows = [(np.resize(y, n)[None, :], np.resize(r, n)[None, :]) for y, r in counted]
         if len(rows) == 1:
-            _, low, high = one_rate_batch(rows[0][0], rows[0][1], c.level)
+            _, low, high = one_rate_batch(rows[0][0], rows[0][1], level)
         else:
-            _, low, high = paired_difference_batch(rows[0][0], rows[0][1], rows[1][0], rows[1][1], c.level)
-        return bool((high[0] - low[0]) / 2 <= margin)
+            _, low, high = paired_difference_batch(rows[0][0], rows[0][1], rows[1][0], rows[1][1], level)
+        lo, hi = float(low[0]), float(high[0])
+        if fix is not None:
+            g = fix.judged_share[-1] - fix.judged_share[0] if len(rows) == 2 else fix.judged_share[0]
+            se, sp = fix.sensitivity, fix.specificity
+            box = corrected_bounds(
+                (lo, hi), (se.low, se.high), (sp.low, sp.high), g, lowest=-1.0 if len(rows) == 2 else 0
+            )
+            if box is None:
+                return False
+            lo, hi = box
+        return bool((hi - lo) / 2 <= margin)
 
     lo = hi = max(len(counted[0][0]), 1)
     while not narrow_enough(hi):
@@ -396,11 +439,15 @@ def _paired_only(arrays: Sequence[tuple[FloatArray, FloatArray]]) -> list[tuple[
     return [(ya[both], ra[both]), (yb[both], rb[both])]
 
 
-def _rate_cell(metric: str, variant: str, cases: Sequence[CaseCell]) -> dict[str, Any]:
-    """A variant's 95% interval of the metric rate, JSON-able (``None`` numbers without data)."""
+def _rate_cell(metric: str, variant: str, cases: Sequence[CaseCell], judge: JudgeCorrection | None) -> dict[str, Any]:
+    """A variant's 95% interval of the metric rate, JSON-able (``None`` numbers without data); with a judge
+    correction, ``judge_corrected`` holds the corrected rate (the other numbers are what the judge decided)."""
     cell: dict[str, Any] = {"variant": variant, "metric": metric, "level": 1 - ALPHA}
     try:
         i = one_rate(_tallies(cases), 1 - ALPHA)
+        if judge is not None:
+            f = correct_rate(_tallies(cases), judge.accuracy, 1 - ALPHA, judge.share(variant, cases)).interval
+            cell["judge_corrected"] = {"estimate": f.estimate, "low": f.low, "high": f.high, "level": 1 - ALPHA}
     except NoData:
         counted = sum(c[2] for c in cases)
         return cell | dict.fromkeys(("estimate", "low", "high", "half_width"), None) | {"cases": 0, "attempts": counted}
@@ -485,6 +532,9 @@ def sentence(
     if len(decided) > 1:
         claims += f" — {len(decided)} variants compared with {decided[0].baseline}, each at {_pct(decided[0].level)}"
         claims += " (Bonferroni)"
+    fixes = [c.correction for c in decided if c.correction is not None]
+    if fixes:
+        claims += _corrected(fixes[0])
     if decision == "inconclusive":
         claims += _too_wide(question, decided, cases_to_decide)
     if verdict == "signal":
@@ -521,6 +571,18 @@ def _claim(q: QuestionSpec, c: Comparison) -> str:
     return f"{words} {nums}"
 
 
+def _corrected(fix: Corrected) -> str:
+    """Which finding corrected the interval for the judge's errors, and with what."""
+    where = f"by finding {fix.accuracy.finding}" if fix.accuracy else "by its agreement finding"
+    if not fix.informative:
+        return (
+            f" — corrected for the judge's errors {where}, whose sensitivity and specificity do not show the judge "
+            "beats a coin, so the corrected interval is the whole range"
+        )
+    se, sp = _rate(fix.sensitivity.estimate), _rate(fix.specificity.estimate)
+    return f" — corrected for the judge's errors {where} (Rogan–Gladen; sensitivity {se}, specificity {sp})"
+
+
 def _too_wide(q: QuestionSpec, decided: Sequence[Comparison], cases_to_decide: int | None) -> str:
     wide = [c for c in decided if c.decision == "inconclusive" and c.interval.half_width > q.margin]
     if not wide:
@@ -531,6 +593,11 @@ def _too_wide(q: QuestionSpec, decided: Sequence[Comparison], cases_to_decide: i
     text += f" exceeds the {_num(q.margin)} margin" if q.margin else " exceeds the margin of 0"
     if cases_to_decide is not None:
         text += f", and about {cases_to_decide} cases would narrow it to the margin"
+    elif q.margin and widest.correction is not None and limit_half_width(widest.correction) > q.margin:
+        text += (
+            ", and no number of cases would narrow it to the margin while the judge's sensitivity and specificity "
+            "are measured this loosely (label more cases for its agreement experiment)"
+        )
     elif q.margin:
         text += f", and more than {MAX_CASES_TO_DECIDE} cases would be needed to narrow it to the margin"
     return text

@@ -36,6 +36,8 @@ class SeriesPlan(BaseModel):
     question: dict[str, Any] = Field(default_factory=dict)
     deciding_check: str | None = None
     judge_unvalidated: bool = False
+    judge_correction: dict[str, Any] | None = None
+    """The deciding judge's accuracy from its validated_by finding (judge_correction.JudgeAccuracy.to_json())."""
     launch_plan: dict[str, Any] = Field(default_factory=dict)
     look: LookSpec | None = None
     simulate: bool = False

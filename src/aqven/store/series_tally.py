@@ -60,6 +60,8 @@ class SeriesTally:
     unpriced_settled: int  # attempts not running with an unpriced call
     running: list[RunningAttempt]
     finish_times: FinishTimes
+    model_failed: dict[str, dict[str, int]] = field(default_factory=dict)
+    """variant -> case -> counted attempts that ended in a model failure (no check, no judge, read their output)"""
 
     @property
     def total(self) -> VariantTally:
@@ -97,6 +99,7 @@ def read_tally(db: Database, series_id: str, *, finished_since: float = 0.0) -> 
     variants: dict[str, VariantTally] = {}
     cells: dict[str, dict[str, tuple[float, int]]] = {}
     fails: dict[str, int] = {}
+    model_failed: dict[str, dict[str, int]] = {}
     unpriced = ends = recent = 0
     first: float | None = None
     for r in groups:
@@ -127,12 +130,14 @@ def read_tally(db: Database, series_id: str, *, finished_since: float = 0.0) -> 
             mine[case] = (passes + float(r["v"]), counted + n)
         if outcome == "model_failure":
             t.model_failures += n
+            failed = model_failed.setdefault(r["variant_id"], {})
+            failed[case] = failed.get(case, 0) + n
         elif outcome == "infra":
             t.infra_errors += n
     for r in spend:
         variants[r["variant_id"]].spend += Decimal(r["cost_usd"] or "0") * int(r["n"])
     times = FinishTimes(ends, first, finished_since, recent)
-    return SeriesTally(variants, cells, fails, unpriced, running, times)
+    return SeriesTally(variants, cells, fails, unpriced, running, times, model_failed)
 
 
 def finished_costs(db: Database, series_id: str) -> list[tuple[str, str | None]]:
