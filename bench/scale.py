@@ -56,11 +56,13 @@ def proc_cpu_s(pid: int) -> float:
         return 0.0
 
 
+TOKENS: dict[int, str] = {}  # port -> the token of the server there (start_server reads it from server.json)
+
+
 def request(port: int, method: str, path: str, body: Any = None, timeout: float = 300) -> tuple[float, Any]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}", data=data, method=method, headers={"content-type": "application/json"}
-    )
+    headers = {"content-type": "application/json", "authorization": f"Bearer {TOKENS.get(port, '')}"}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method, headers=headers)
     t = time.perf_counter()
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         payload = json.loads(resp.read())
@@ -84,7 +86,9 @@ def start_server(root: Path) -> tuple[subprocess.Popen[bytes], int]:
         if proc.poll() is not None:
             raise RuntimeError(f"the server exited: see {root / 'server.log'}")
         try:
-            port = int(json.loads(info.read_text())["port"])
+            data = json.loads(info.read_text())
+            port = int(data["port"])
+            TOKENS[port] = str(data["token"])
             request(port, "GET", "/api/health", timeout=5)
             return proc, port
         except (OSError, ValueError, KeyError):

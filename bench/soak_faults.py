@@ -275,14 +275,28 @@ class HttpError(Exception):
         self.body = body
 
 
+TOKENS: dict[int, str] = {}  # port -> the token of the server listening there (from its server.json)
+
+
 def http(
-    port: int, method: str, path: str, body: Any = None, *, timeout: float = 60.0, raw: bytes | None = None
+    port: int,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    timeout: float = 60.0,
+    raw: bytes | None = None,
+    token: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Any:
-    """One JSON request to the server on 127.0.0.1; HttpError for a status ≥ 400 (with the parsed body)."""
+    """One JSON request to the server on 127.0.0.1 with its token; HttpError for a status ≥ 400 (parsed body).
+
+    `token` defaults to the token the server on `port` wrote (LiveServer records it); "" sends none."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}", data=data, method=method, headers={"content-type": "application/json"}
-    )
+    token = TOKENS.get(port, "") if token is None else token
+    sent = {"content-type": "application/json", **({"authorization": f"Bearer {token}"} if token else {})}
+    sent.update(headers or {})
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method, headers=sent)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             text = resp.read()
@@ -304,6 +318,7 @@ class LiveServer:
     env: dict[str, str]
     proc: subprocess.Popen[bytes] | None = None
     port: int = 0
+    token: str = ""
     starts: list[float] = field(default_factory=list)
 
     def start(self, timeout: float = 30.0) -> int:
@@ -334,6 +349,7 @@ class LiveServer:
                 data = json.loads(info.read_text())
                 if int(data["pid"]) == self.proc.pid:
                     port = int(data["port"])
+                    TOKENS[port] = self.token = str(data["token"])
                     with contextlib.suppress(HttpError, OSError):
                         http(port, "GET", "/api/health", timeout=2)
                         self.port = port

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,19 @@ def aqven(
         text=True,
         timeout=timeout,
     )
+
+
+def api_client(app: Any, **kw: Any) -> Any:
+    """A TestClient of an in-process app that sends the app's server token, as the CLI does."""
+    from fastapi.testclient import TestClient
+
+    headers = {"Authorization": f"Bearer {app.state.access.token}", **kw.pop("headers", {})}
+    return TestClient(app, headers=headers, **kw)
+
+
+def server_token(root: Path) -> str:
+    """The token of the project server running for `root` (from its server.json)."""
+    return str(json.loads((root / ".aqven" / "server.json").read_text())["token"])
 
 
 def stop_server(root: Path) -> None:

@@ -25,13 +25,14 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from aqven.project.init import init_project
 from aqven.project.split import side_of
 from aqven.server.lifecycle import ensure_server, pid_alive, read_server
 from aqven.server.mcp_backend import Backend
 from aqven.server.mcp_server import build_server
-from conftest import stop_server
+from conftest import server_token, stop_server
 from test_mcp_support import Agent
 
 SETTLED = ("done", "cancelled", "failed", "awaiting_approval", "waiting_human")
@@ -70,8 +71,9 @@ def lumen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     stop(root)
 
 
-def urlopen_json(port: int, path: str) -> Any:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as resp:
+def urlopen_json(port: int, path: str, token: str) -> Any:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read())
 
 
@@ -162,6 +164,7 @@ async def test_an_agent_walks_the_loop_over_stdio(lumen: Path, tmp_path: Path) -
 
         person = Client(lumen, start=False)
         person.port = int(cast(dict[str, Any], read_server(lumen))["port"])
+        person.token = server_token(lumen)
         assert person.get("/api/runs", series_id=state["series_id"]) == []  # REST does not list them either
         held_runs = runs_in_db(lumen, state["series_id"])
         assert len(held_runs) == 12
@@ -198,7 +201,12 @@ async def test_streamable_http_on_the_project_server(lumen: Path, monkeypatch: p
         monkeypatch.setenv(key, value)
     port = ensure_server(lumen)
     url = f"http://127.0.0.1:{port}/mcp"
-    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+    http_client = create_mcp_http_client(headers={"Authorization": f"Bearer {server_token(lumen)}"})
+    async with (
+        http_client,
+        streamable_http_client(url, http_client=http_client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         agent = Agent(session)
         listed = {t.name: t for t in (await session.list_tools()).tools}
@@ -231,7 +239,7 @@ async def test_streamable_http_on_the_project_server(lumen: Path, monkeypatch: p
         looked = await settle(agent, (await agent.call("series_start", {"look": look}))["series"]["series_id"])
         assert looked["status"] == "done" and looked["progress"]["done"] == 1
         path = f"/api/runs?series_id={looked['series_id']}"
-        assert await anyio.to_thread.run_sync(lambda: urlopen_json(port, path)) == []
+        assert await anyio.to_thread.run_sync(lambda: urlopen_json(port, path, server_token(lumen))) == []
         [held_run] = [r["id"] for r in runs_in_db(lumen, looked["series_id"])]
         err = await agent.error("run_get_node", {"run_id": held_run, "node_id": "revise"})
         assert err["code"] == "HOLDOUT_HIDDEN"

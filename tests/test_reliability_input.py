@@ -35,7 +35,7 @@ from soak_faults import EXPERIMENT, write_project
 
 from aqven.project.loader import load_project
 from aqven.research.workspace import check_workspace
-from conftest import aqven, cli_env
+from conftest import api_client, aqven, cli_env
 
 CODE_RE = re.compile(r"^[EW]_[A-Z0-9_]+$")
 EXAMPLES = int(os.environ.get("AQVEN_RELIABILITY_EXAMPLES", "500"))
@@ -353,11 +353,10 @@ def app_root() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def client(app_root: Path) -> Iterator[Any]:
-    from fastapi.testclient import TestClient
 
     from aqven.server.app import create_app
 
-    with TestClient(create_app(app_root), raise_server_exceptions=False) as c:
+    with api_client(create_app(app_root), raise_server_exceptions=False) as c:
         yield c
 
 
@@ -476,7 +475,8 @@ def test_schemathesis_finds_no_server_error(app_root: Path, tmp_path: Path) -> N
     examples = int(os.environ.get("AQVEN_SCHEMATHESIS_EXAMPLES", "10"))
     with live_server(root, env) as server:
         base = f"http://127.0.0.1:{server.port}"
-        schema = schemathesis.openapi.from_url(f"{base}/openapi.json")
+        auth = {"Authorization": f"Bearer {server.token}"}
+        schema = schemathesis.openapi.from_url(f"{base}/openapi.json", headers=auth)
         failures: list[str] = []
         calls = [0]
         operations = []
@@ -498,7 +498,7 @@ def test_schemathesis_finds_no_server_error(app_root: Path, tmp_path: Path) -> N
             def run(case: Any) -> None:
                 if case.query and "wait_seconds" in case.query:
                     case.query["wait_seconds"] = 0  # long-polls are the load test's business
-                response = case.call(base_url=base, timeout=30)
+                response = case.call(base_url=base, timeout=30, headers=auth)
                 calls[0] += 1
                 if response.status_code >= 500:
                     failures.append(

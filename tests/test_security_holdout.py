@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from soak_faults import EXPERIMENT, KEY_VARS, PACKAGE, write_project
 
 from aqven.project.split import side_of
+from conftest import api_client
 
 ENDED = ("done", "failed", "cancelled")
 
@@ -43,7 +44,6 @@ HELD = holdout_names(6)
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from fastapi.testclient import TestClient
 
     from aqven.server.app import create_app
 
@@ -53,7 +53,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     dev = write_project(root, cases=6, simulator="seeded", extra_cases=HELD)
     assert all(side_of(PACKAGE, n) == "dev" for n in dev)
     try:
-        with TestClient(create_app(root)) as c:
+        with api_client(create_app(root)) as c:
             yield c
     finally:
         for k, v in saved.items():
@@ -183,7 +183,6 @@ def test_a_run_of_a_held_out_case_is_not_started(client: Any) -> None:
 def test_not_runnable_names_working_cases_only(tmp_path: Path) -> None:
     """A case whose input breaks the flow's input type cannot run: NOT_RUNNABLE lists the working ones by name
     and the held-out ones by a label, without their messages (a type error quotes the input), and counts them."""
-    from fastapi.testclient import TestClient
 
     from aqven.server.app import create_app
 
@@ -195,7 +194,7 @@ def test_not_runnable_names_working_cases_only(tmp_path: Path) -> None:
         text = text.replace(f'question: "{name}"', f"question: {987650 + i}")
     dataset.write_text(text)
     look = {"flow_id": "answer", "dataset_id": "questions", "case_names": [*dev, *HELD[:2]]}
-    with TestClient(create_app(root)) as c:
+    with api_client(create_app(root)) as c:
         answers = [
             c.post("/api/series", json={"look": look, "simulate": True}),
             c.post("/api/series", json={"experiment_id": EXPERIMENT, "on": "holdout", "simulate": True}),
@@ -260,7 +259,6 @@ def test_studio_chat_tools_hide_held_out_runs(client: Any) -> None:
 def test_a_broken_aqven_yaml_never_moves_held_out_cases_to_dev(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str, known: bool
 ) -> None:
-    from fastapi.testclient import TestClient
 
     from aqven.server.app import create_app
 
@@ -272,7 +270,7 @@ def test_a_broken_aqven_yaml_never_moves_held_out_cases_to_dev(
     if extra.startswith("package:"):
         text = "\n".join(line for line in text.splitlines() if not line.startswith("package:")) + "\n"
     cfg.write_text(text + extra)
-    with TestClient(create_app(root)) as c:
+    with api_client(create_app(root)) as c:
         data = c.get("/api/datasets/questions").json()
         assert leaks(data) == []
         assert data["dev"] == (6 if known else 0)

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from soak_faults import write_project
 
 from aqven.research.workspace import check_workspace
+from conftest import api_client
 
 FLOW = "flows/answer/flow.yaml"
 
@@ -123,13 +124,12 @@ def test_symlink_inside_the_project_is_allowed(project: Path) -> None:
 
 def test_a_run_never_reads_a_symlinked_prompt(project: Path) -> None:
     """The server refuses the run before anything runs, and nothing of the target reaches a response."""
-    from fastapi.testclient import TestClient
 
     from aqven.server.app import create_app
 
     secret = Path("/etc/hostname").read_text().strip()
     _link(project / "flows/answer/reply.md", Path("/etc/hostname"))
-    with TestClient(create_app(project)) as client:
+    with api_client(create_app(project)) as client:
         run = client.post(
             "/api/runs", json={"flow_id": "answer", "input": {"question": "q"}, "simulate": True, "wait": True}
         )
@@ -259,12 +259,11 @@ def test_a_refused_dataset_is_named_as_not_loaded_where_it_is_used(project: Path
 
 def test_a_series_never_reads_a_symlinked_dataset(project: Path, outside: Path) -> None:
     """The server refuses a series on a dataset that links outside (NOT_RUNNABLE), and shows none of it."""
-    from fastapi.testclient import TestClient
 
     from aqven.server.app import create_app
 
     _dataset_folder(project, outside)
-    with TestClient(create_app(project)) as client:
+    with api_client(create_app(project)) as client:
         series = client.post("/api/series", json={"experiment_id": "answers_right", "simulate": True})
         datasets = client.get("/api/datasets")
         check = client.get("/api/check")
@@ -278,7 +277,6 @@ def test_a_series_never_reads_a_symlinked_dataset(project: Path, outside: Path) 
 def test_findings_that_link_outside_are_refused_and_never_shown(project: Path, outside: Path) -> None:
     """A finding file or FINDINGS.md that links outside: `aqven check` says E_PATH_OUTSIDE_PROJECT, and neither
     GET /api/findings (MCP list_findings, read_findings_md) nor the check shows the target."""
-    from fastapi.testclient import TestClient
 
     from aqven.server.app import create_app
 
@@ -293,7 +291,7 @@ def test_findings_that_link_outside_are_refused_and_never_shown(project: Path, o
     assert ("E_PATH_OUTSIDE_PROJECT", "experiments/answers_right/findings/ser_x.yaml") in found
     assert ("E_PATH_OUTSIDE_PROJECT", "FINDINGS.md") in found
     assert "OUTSIDE-SECRET" not in repr(diagnostics)
-    with TestClient(create_app(project)) as client:
+    with api_client(create_app(project)) as client:
         listed = client.get("/api/findings")
     assert listed.status_code == 200 and "OUTSIDE-SECRET" not in listed.text
     assert (outside / "FINDINGS.md").read_text() == "# OUTSIDE-SECRET\n"  # the target is never written either

@@ -45,7 +45,7 @@ def test_cancel_lets_running_attempts_finish_and_starts_nothing_more(
         assert sum(a["status"] == "done" for a in now) == 1
 
         # Cancelling again already conflicts, even before the running attempts finished.
-        again = client.post(f"/api/series/{sid}/cancel")
+        again = client.post(f"/api/series/{sid}/cancel", json={})
         assert again.status_code == 409
         assert again.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
 
@@ -67,7 +67,7 @@ def test_cancel_lets_running_attempts_finish_and_starts_nothing_more(
         assert Decimal(snap["spend"]["usd"]) == Decimal("0.04")
         assert snap["progress"]["done"] == 4 and snap["progress"]["queued"] == 8
 
-        again = client.post(f"/api/series/{sid}/cancel")
+        again = client.post(f"/api/series/{sid}/cancel", json={})
         assert again.status_code == 409 and again.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
     assert not (root / "experiments" / "rate" / "findings").exists()
     assert not (root / "FINDINGS.md").exists()
@@ -81,16 +81,16 @@ def test_approve_on_a_running_series_conflicts(
     root = write_tiny(tmp_path / "tiny", case_names(4, 2))
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
-        for action, body in (("approve", None), ("approve", {"cap_usd": "9.00"}), ("stop", None)):
+        for action, body in (("approve", {}), ("approve", {"cap_usd": "9.00"}), ("stop", {})):
             r = client.post(f"/api/series/{sid}/{action}", json=body)
             assert r.status_code == 409, (action, r.text)
             assert r.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
         assert get(client, sid)["spend"]["cap_usd"] == "1.00"
         (hold / "open").touch()
         assert settle(client, sid)["status"] == "done"
-        r = client.post(f"/api/series/{sid}/cancel")
+        r = client.post(f"/api/series/{sid}/cancel", json={})
         assert r.status_code == 409 and r.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
-        r = client.post("/api/series/ser_nope/cancel")
+        r = client.post("/api/series/ser_nope/cancel", json={})
         assert r.status_code == 404 and r.json()["error"]["code"] == "SERIES_NOT_FOUND"
 
 
@@ -98,13 +98,13 @@ def test_cancel_a_series_awaiting_approval_ends_it_at_once(tiny_env: Path, tmp_p
     root = write_tiny(tmp_path / "tiny", case_names(3, 3))
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", simulate=True, cap_usd="3.00")["series"]["series_id"]
-        r = client.post(f"/api/series/{sid}/cancel")
+        r = client.post(f"/api/series/{sid}/cancel", json={})
         assert r.status_code == 200, r.text
         snap = r.json()
         assert snap["status"] == "cancelled" and snap["verdict"]["reason"] == "cancelled"
         assert snap["pause"] is None and snap["eta"] is None
         assert runs_of(root, sid) == []
-        r = client.post(f"/api/series/{sid}/approve")
+        r = client.post(f"/api/series/{sid}/approve", json={})
         assert r.status_code == 409 and r.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
 
 
@@ -119,7 +119,7 @@ def test_a_series_cancelled_while_attempts_ran_is_decided_after_a_restart(
         first = wait_until(lambda: [a for a in attempts(root, sid) if a["status"] == "running"])[0]
         (hold / first["case_name"]).touch()
         wait_until(lambda: sum(a["status"] == "running" for a in attempts(root, sid)) == 2)
-        assert client.post(f"/api/series/{sid}/cancel").json()["status"] == "cancelled"
+        assert client.post(f"/api/series/{sid}/cancel", json={}).json()["status"] == "cancelled"
     # The server stopped with two attempts still running: they finish after the next start.
     assert get_ended(root, sid) is None
     (hold / "open").touch()

@@ -82,7 +82,7 @@ def test_pause_near_cap_then_approve_doubles_then_a_given_cap_finishes(
         time.sleep(0.3)
         assert get(client, sid)["progress"]["done"] == 8  # paused means nothing more starts
 
-        r = client.post(f"/api/series/{sid}/approve")  # no cap given: double the old one
+        r = client.post(f"/api/series/{sid}/approve", json={})  # no cap given: double the old one
         assert r.status_code == 200, r.text
         assert r.json()["spend"]["cap_usd"] == "0.20"
         snap = settle(client, sid)
@@ -116,7 +116,7 @@ def test_approve_with_a_typed_cap_finishes_the_series(tiny_env: Path, tmp_path: 
         assert snap["verdict"]["verdict"] == "signal"
         # A finished series cannot be approved or stopped.
         for action in ("approve", "stop"):
-            r = client.post(f"/api/series/{sid}/{action}")
+            r = client.post(f"/api/series/{sid}/{action}", json={})
             assert r.status_code == 409 and r.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
 
 
@@ -125,7 +125,7 @@ def test_stop_at_the_cap_ends_invalid_without_a_finding(tiny_env: Path, tmp_path
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", on="holdout", simulate=True)["series"]["series_id"]
         assert settle(client, sid)["status"] == "awaiting_approval"
-        r = client.post(f"/api/series/{sid}/stop")
+        r = client.post(f"/api/series/{sid}/stop", json={})
         assert r.status_code == 200, r.text
         snap = settle(client, sid)
         assert snap["status"] in ("done", "cancelled")
@@ -155,7 +155,7 @@ def test_a_cap_above_the_project_cap_waits_before_anything_runs(tiny_env: Path, 
         assert snap["eta"] == {"state": "paused"}
         assert runs_of(root, sid) == []
         assert {a["status"] for a in attempts(root, sid)} == {"queued"}
-        r = client.post(f"/api/series/{sid}/approve")
+        r = client.post(f"/api/series/{sid}/approve", json={})
         assert r.status_code == 200, r.text
         snap = settle(client, sid)
         assert snap["status"] == "done" and snap["spend"]["cap_usd"] == "5.00"

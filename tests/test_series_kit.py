@@ -34,6 +34,7 @@ from fastapi.testclient import TestClient
 
 from aqven.project.split import side_of
 from aqven.server.app import create_app
+from conftest import api_client
 
 PACKAGE = "tiny"
 PRICED_MODEL = "test/priced"
@@ -333,7 +334,7 @@ def tiny_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 @contextmanager
 def client_for(root: Path) -> Iterator[TestClient]:
     """The project server in-process (with its lifespan: resume and FINDINGS.md repair on start)."""
-    with TestClient(create_app(root)) as client:
+    with api_client(create_app(root)) as client:
         yield client
 
 

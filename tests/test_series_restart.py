@@ -36,6 +36,7 @@ class Server:
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
+        self.token = ""
 
     def start(self) -> None:
         info_file = self.root / ".aqven" / "server.json"
@@ -62,6 +63,7 @@ class Server:
             if info.get("pid") != proc.pid:
                 return False
             self.port = int(info["port"])
+            self.token = str(info["token"])
             try:
                 return bool(self.call("GET", "/api/health")["status"] == "ok")
             except OSError:
@@ -75,7 +77,7 @@ class Server:
             f"http://127.0.0.1:{self.port}{path}",
             data=data,
             method=method,
-            headers={"content-type": "application/json"},
+            headers={"content-type": "application/json", "authorization": f"Bearer {self.token}"},
         )
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read())

@@ -65,7 +65,7 @@ def test_eta_estimating_then_running_paused_and_null(
         paused = start(client, experiment_id="rate", simulate=True, cap_usd="9.00")["series"]
         assert paused["status"] == "awaiting_approval" and paused["eta"] == {"state": "paused"}
         assert get(client, paused["series_id"])["eta"] == {"state": "paused"}
-        r = client.post(f"/api/series/{paused['series_id']}/cancel")
+        r = client.post(f"/api/series/{paused['series_id']}/cancel", json={})
         assert r.status_code == 200 and r.json()["eta"] is None
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from aqven.server import chat
 from aqven.server.app import create_app
 from aqven.server.routes_studio import freshness
 from aqven.server.service import ProjectService
+from conftest import api_client, stop_server
 
 FINDINGS = """# Findings
 
@@ -50,15 +53,19 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def client(project: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(project)) as c:
+    with api_client(create_app(project)) as c:
         yield c
 
 
 def test_studio_files_are_served_and_nothing_else(client: TestClient) -> None:
     r = client.get("/studio", follow_redirects=False)
     assert r.status_code in (302, 307) and r.headers["location"] == "/studio/"
+    assert client.get("/studio/").status_code == 401  # no session yet: a page that says `aqven studio`
+    link = client.post("/api/studio/login-link", json={}).json()["url"]
+    assert client.get(link.split("testserver", 1)[1], follow_redirects=False).status_code == 303
     page = client.get("/studio/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert '<meta name="aqven-csrf" content="' in page.text
     assert 'src="app.js"' in page.text and "http" not in page.text.replace("http-equiv", "")
     js = client.get("/studio/app.js")
     assert js.status_code == 200 and "javascript" in js.headers["content-type"]
@@ -304,14 +311,32 @@ def test_aqven_studio_prints_the_url_and_opens_a_browser(project: Path, monkeypa
     from aqven.cli.main import app
 
     opened: list[str] = []
-    monkeypatch.setattr(studio_cmd, "ensure_server", lambda root: 4321)
     monkeypatch.setattr(studio_cmd.webbrowser, "open", lambda url: opened.append(url) or True)
-    r = CliRunner().invoke(app, ["studio", "research", "--root", str(project)])
-    assert r.exit_code == 0, r.output
-    assert "http://127.0.0.1:4321/studio/#/research" in r.output
-    assert opened == ["http://127.0.0.1:4321/studio/#/research"]
-    r = CliRunner().invoke(app, ["studio", "--no-open", "--root", str(project)])
-    assert r.exit_code == 0 and "http://127.0.0.1:4321/studio/" in r.output and len(opened) == 1
+    try:
+        r = CliRunner().invoke(app, ["studio", "research", "--root", str(project)])
+        assert r.exit_code == 0, r.output
+        port = json.loads((project / ".aqven" / "server.json").read_text())["port"]
+        [link] = opened
+        assert link.startswith(f"http://127.0.0.1:{port}/studio/login?code=") and link.endswith("&page=research")
+        assert link in r.output
+        # the link logs a browser in once and lands on the page; a second use is refused
+        no_redirect = urllib.request.build_opener(NoRedirect)
+        with pytest.raises(urllib.error.HTTPError) as landed:
+            no_redirect.open(link, timeout=30)
+        assert landed.value.code == 303 and landed.value.headers["location"] == "/studio/#/research"
+        assert "HttpOnly" in landed.value.headers["set-cookie"]
+        with pytest.raises(urllib.error.HTTPError) as again:
+            no_redirect.open(link, timeout=30)
+        assert again.value.code == 401
+        r = CliRunner().invoke(app, ["studio", "--no-open", "--root", str(project)])
+        assert r.exit_code == 0 and f"http://127.0.0.1:{port}/studio/login?code=" in r.output and len(opened) == 1
+    finally:
+        stop_server(project)
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 def test_pages_past_the_end_are_refused_not_a_server_error(client: TestClient) -> None:

@@ -54,17 +54,26 @@ nodes:
 """
 
 
+TOKENS: dict[str, str] = {}  # base URL -> the token of the server there (from its server.json)
+
+
 def _get(base: str, path: str) -> Any:
-    with urllib.request.urlopen(base + path, timeout=30) as r:
+    req = urllib.request.Request(base + path, headers={"authorization": f"Bearer {TOKENS.get(base, '')}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
 
 def _post(base: str, path: str, body: Any) -> Any:
-    req = urllib.request.Request(
-        base + path, data=json.dumps(body).encode(), method="POST", headers={"content-type": "application/json"}
-    )
+    headers = {"content-type": "application/json", "authorization": f"Bearer {TOKENS.get(base, '')}"}
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST", headers=headers)
     with urllib.request.urlopen(req, timeout=60) as r:
         return json.loads(r.read())
+
+
+def login(pg: Any, base: str, page: str = "") -> None:
+    """Log the page's browser context into Studio the way a person does: through a one-time link of the CLI's."""
+    pg.goto(_post(base, "/api/studio/login-link", {"page": page})["url"])
+    pg.wait_for_selector("main h1")
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +96,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str
         if proc.poll() is not None:
             raise RuntimeError((root.parent / "server.log").read_text())
         try:
-            base = f"http://127.0.0.1:{json.loads(info_file.read_text())['port']}"
+            info = json.loads(info_file.read_text())
+            base = f"http://127.0.0.1:{info['port']}"
+            TOKENS[base] = info["token"]
             if _get(base, "/api/health")["status"] == "ok":
                 break
         except (OSError, ValueError, KeyError):
@@ -127,6 +138,7 @@ def page(browser: Any, server: tuple[Path, str]) -> Iterator[Any]:
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.set_default_timeout(20_000)
+    login(pg, server[1])
     yield pg
     context.close()
     assert not errors, errors

@@ -10,16 +10,26 @@ from pathlib import Path
 from typing import Any
 
 from aqven.errors import AqvenError, ServerError
-from aqven.server.lifecycle import HOST, ensure_server
+from aqven.server.lifecycle import HOST, ensure_server, read_token
 
 RECONNECTS = 2  # a read that finds the server gone starts it again (it resumes its series) and retries
 
 
 class Client:
+    """Every request carries the server's token, read from `.aqven/server.json` once the server proved it knows it."""
+
     def __init__(self, root: Path, *, start: bool = True) -> None:
         self.root = root
         self.start = start
-        self.port = ensure_server(root) if start else 0
+        self.port = 0
+        self.token = ""
+        if start:
+            self.connect()
+
+    def connect(self) -> None:
+        """Find this project's server (start one when none runs) and take its token."""
+        self.port = ensure_server(self.root)
+        self.token = read_token(self.root)
 
     @property
     def base(self) -> str:
@@ -33,9 +43,8 @@ class Client:
             tail += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         data = None if body is None else json.dumps(body).encode()
         for attempt in range(RECONNECTS + 1):
-            req = urllib.request.Request(
-                self.base + tail, data=data, method=method, headers={"content-type": "application/json"}
-            )
+            headers = {"content-type": "application/json", "authorization": f"Bearer {self.token}"}
+            req = urllib.request.Request(self.base + tail, data=data, method=method, headers=headers)
             try:
                 with urllib.request.urlopen(req, timeout=timeout) as resp:
                     raw = resp.read()
@@ -50,7 +59,7 @@ class Client:
                         f"cannot reach the project server at {self.base}: {exc}",
                         hint="see .aqven/server.log; `aqven serve` runs it in the foreground",
                     ) from None
-                self.port = ensure_server(self.root)
+                self.connect()
         raise AssertionError("unreachable")
 
     def get(self, path: str, **query: Any) -> Any:

@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from aqven.cli.client import Client
 from aqven.cli.render import console, err_console, money
+from aqven.cli.studio_cmd import studio_link
 
 EXIT_BY_STATUS = {"done": 0, "cancelled": 1, "failed": 1, "awaiting_approval": 3, "waiting_human": 4}
 SETTLED = set(EXIT_BY_STATUS)
@@ -67,12 +68,14 @@ def report(client: Client, state: dict[str, Any]) -> int:
             f"{money(pause.get('spent_usd') or spend['usd'])} of its {money(spend['cap_usd'])} cap."
         )
         console.print(
-            f"continue it in Studio: {client.base}/studio/#/series/{sid}  or  aqven approve {sid} "
-            f"[--cap USD]  (stop it: aqven stop {sid})"
+            f"continue it in Studio: {studio_link(client, f'series/{sid}')}  or  aqven approve {sid} "
+            f"[--cap USD]  (stop it: aqven stop {sid})",
+            soft_wrap=True,
         )
     elif status == "waiting_human":
         console.print(
-            f"series {sid} waits for a person to answer a human node; open {client.base}/studio/#/series/{sid}"
+            f"series {sid} waits for a person to answer a human node; open {studio_link(client, f'series/{sid}')}",
+            soft_wrap=True,
         )
     else:
         verdict = state.get("verdict")

@@ -1,23 +1,26 @@
-"""`aqven studio`: start the project server if none runs, then open (or print) Studio's address."""
+"""`aqven studio`: start the project server if none runs, then open (or print) a one-time Studio login link."""
 
 from __future__ import annotations
 
 import webbrowser
 from pathlib import Path
 
+from aqven.cli.client import Client
 from aqven.cli.render import console
-from aqven.server.lifecycle import HOST, ensure_server
 
 
-def studio_url(port: int, page: str | None = None) -> str:
+def studio_link(client: Client, page: str | None = None) -> str:
+    """A one-time link that logs a browser into Studio and lands on `page` (valid once, for five minutes)."""
     route = (page or "").strip().lstrip("#/")
-    return f"http://{HOST}:{port}/studio/" + (f"#/{route}" if route else "")
+    out = client.post("/api/studio/login-link", {"page": route})
+    return str(out["url"])
 
 
 def open_studio(root: Path, *, page: str | None = None, open_browser: bool = True) -> str:
-    """The Studio URL of this project's server (started when needed); opened in a browser unless told not to."""
-    url = studio_url(ensure_server(root), page)
+    """A Studio login link of this project's server (started when needed); opened in a browser unless told not to."""
+    url = studio_link(Client(root), page)
     console.print(f"Studio: {url}", markup=False, soft_wrap=True)
+    console.print("(the link logs one browser in, once, within five minutes)", markup=False)
     if open_browser:
         try:
             opened = webbrowser.open(url)

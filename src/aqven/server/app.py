@@ -17,7 +17,9 @@ from aqven.errors import AqvenError
 from aqven.server.routes_project import router as project_router
 from aqven.server.routes_research import router as research_router
 from aqven.server.routes_runs import router as runs_router
+from aqven.server.routes_session import router as session_router
 from aqven.server.routes_studio import router as studio_router
+from aqven.server.security import Access, Gate, health_proof
 from aqven.server.service import ProjectService
 
 MAX_BODY_BYTES = 2_000_000
@@ -76,8 +78,10 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-def create_app(root: Path) -> FastAPI:
+def create_app(root: Path, *, access: Access | None = None) -> FastAPI:
+    """The app of one project; `access` holds the server's token and port (a fresh token in-process)."""
     service = ProjectService(root)
+    access = access or Access()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -87,6 +91,7 @@ def create_app(root: Path) -> FastAPI:
 
     app = FastAPI(title="AQVEN project server", version=__version__, lifespan=lifespan)
     app.state.service = service
+    app.state.access = access
 
     @app.exception_handler(AqvenError)
     async def aqven_error(_request: Request, exc: AqvenError) -> JSONResponse:
@@ -120,14 +125,23 @@ def create_app(root: Path) -> FastAPI:
         )
 
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(Gate, access=access, max_body=MAX_BODY_BYTES)  # outermost: Host, Origin, token, JSON
 
     @app.get("/api/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok", "root": str(service.root), "version": __version__}
+    async def health(request: Request, nonce: str | None = None) -> dict[str, str]:
+        # Open to anyone who passes the Host and Origin checks, so it says little: with a nonce, the proof
+        # that this server knows the token of server.json (the CLI checks it before it sends the token).
+        out = {"status": "ok", "version": __version__}
+        if nonce:
+            out["proof"] = health_proof(access.token, nonce[:200])
+        if access.bearer_ok(request.headers.get("authorization")):
+            out["root"] = str(service.root)
+        return out
 
     app.include_router(project_router)
     app.include_router(runs_router)
     app.include_router(research_router)
+    app.include_router(session_router)  # before Studio's /studio/{name}
     app.include_router(studio_router)
     __import__("aqven.server.mcp_server", fromlist=["mount_mcp"]).mount_mcp(app, service)  # MCP at /mcp
     return app

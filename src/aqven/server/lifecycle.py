@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hmac
 import json
 import os
+import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +22,7 @@ from typing import IO, Any
 from aqven import __version__
 from aqven.errors import ServerError
 from aqven.project.paths import state_dir
+from aqven.server.security import Access, health_proof
 
 SERVER_FILE = "server.json"
 HOST = "127.0.0.1"
@@ -46,13 +50,23 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def health(port: int, timeout: float = 1.0) -> dict[str, Any] | None:
+def health(port: int, token: str, timeout: float = 1.0) -> dict[str, Any] | None:
+    """The health answer of the server on `port` when it proves it knows `token`, else None.
+
+    The token itself is not sent: whatever listens on the port (a foreign program after a crash) learns
+    nothing, and one that cannot answer the nonce with the token's proof is never trusted."""
+    nonce = secrets.token_hex(16)
     try:
-        with urllib.request.urlopen(f"http://{HOST}:{port}/api/health", timeout=timeout) as resp:
-            data: dict[str, Any] = json.loads(resp.read())
-            return data
+        url = f"http://{HOST}:{port}/api/health?nonce={nonce}"
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            data = json.loads(resp.read())
     except (urllib.error.URLError, OSError, ValueError):
         return None
+    if not isinstance(data, dict) or not isinstance(data.get("proof"), str) or not token:
+        return None
+    if not hmac.compare_digest(data["proof"], health_proof(token, nonce)):
+        return None
+    return data
 
 
 def read_server(root: Path) -> dict[str, Any] | None:
@@ -62,13 +76,18 @@ def read_server(root: Path) -> dict[str, Any] | None:
         info: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    pid, port = int(info.get("pid", 0)), int(info.get("port", 0))
+    if not isinstance(info, dict):
+        return None
+    try:
+        pid, port, token = int(info.get("pid", 0)), int(info.get("port", 0)), str(info.get("token") or "")
+    except (TypeError, ValueError):
+        return None
     if not pid_alive(pid):
         with contextlib.suppress(OSError):
             path.unlink()
         return None
-    alive = health(port)
-    if alive is None or Path(alive.get("root", "")).resolve() != root.resolve():
+    alive = health(port, token)
+    if alive is None:
         if _lock_free(root):
             # No process holds the server lock, so no server of this project runs or starts: the pid was
             # reused by another process (a killed server, a reboot). The file is stale.
@@ -116,7 +135,7 @@ def bind_socket(port: int = 0) -> socket.socket:
     return sock
 
 
-def claim(root: Path, port: int) -> None:
+def claim(root: Path, port: int, token: str) -> None:
     """Write server.json for this process; refuse if another live server answers for this project."""
     existing = read_server(root)
     if existing is not None and existing.get("healthy") and int(existing.get("pid", 0)) != os.getpid():
@@ -126,21 +145,44 @@ def claim(root: Path, port: int) -> None:
             hint=f"use it (the CLI finds it by itself), or stop it first with `kill {existing['pid']}`",
         )
     path = server_file(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    secure_state_dir(root)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(
-        json.dumps(
-            {
-                "pid": os.getpid(),
-                "port": port,
-                "host": HOST,
-                "root": str(root.resolve()),
-                "version": __version__,
-                "started_at": datetime.now(UTC).isoformat(),
-            }
-        )
-    )
+    tmp.unlink(missing_ok=True)
+    record = {
+        "pid": os.getpid(),
+        "port": port,
+        "host": HOST,
+        "root": str(root.resolve()),
+        "version": __version__,
+        "started_at": datetime.now(UTC).isoformat(),
+        "token": token,  # the secret every request needs: this file is 0600 in a 0700 folder
+    }
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps(record))
     tmp.replace(path)
+
+
+def secure_state_dir(root: Path) -> None:
+    """`.aqven` 0700 and every file in it 0600: another local user reads neither the token nor the database."""
+    folder = state_dir(root)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):
+        folder.chmod(0o700)
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_symlink():
+                continue
+            path.chmod(0o700 if path.is_dir() else 0o600)
+
+
+def read_token(root: Path) -> str:
+    """The token of this project's running server, from server.json ('' when there is none)."""
+    try:
+        info = json.loads(server_file(root).read_text())
+    except (OSError, ValueError):
+        return ""
+    return str(info.get("token") or "") if isinstance(info, dict) else ""
 
 
 def release(root: Path) -> None:
@@ -167,20 +209,30 @@ def serve(root: Path, port: int = 0) -> None:
         )
     sock = bind_socket(port)
     actual = sock.getsockname()[1]
-    claim(root, actual)
+    access = Access(port=actual)
+    claim(root, actual, access.token)
+    # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown; with the default SIGTERM action that kills
+    # the process before `finally` removes server.json. Exiting through Python instead runs it.
+    previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        config = uvicorn.Config(create_app(root), log_level="warning", lifespan="on")
+        config = uvicorn.Config(create_app(root, access=access), log_level="warning", lifespan="on")
         uvicorn.Server(config).run(sockets=[sock])
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         release(root)
         sock.close()
         lock.close()
 
 
+def _exit_on_signal(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _lock_or_refuse(root: Path) -> IO[str]:
     """Hold `.aqven/server.lock` for the server's life: a second server for the project is refused."""
     path = state_dir(root) / "server.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    secure_state_dir(root)
     handle = open(path, "a+")  # noqa: SIM115 - held open for the life of the server
     for attempt in range(LOCK_TRIES):
         try:
@@ -206,8 +258,9 @@ def ensure_server(root: Path, timeout: float = 30.0) -> int:
         return int(info["port"])
     if info is None:
         log = state_dir(root) / "server.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
+        log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as out:
             subprocess.Popen(
                 [sys.executable, "-m", "aqven", "serve", "--root", str(root)],
                 stdout=out,

@@ -157,7 +157,7 @@ class HttpBackend:
 
     def _call(self, fn: Callable[[Any], T], *, idempotent: bool) -> T:
         from aqven.cli.client import Client
-        from aqven.server.lifecycle import ensure_server, read_server
+        from aqven.server.lifecycle import read_server
 
         try:
             client = self._client.result()
@@ -170,7 +170,7 @@ class HttpBackend:
             info = read_server(self.root)
             if info is not None and info.get("healthy"):
                 raise  # the server runs: the request itself failed
-            client.port = ensure_server(self.root)  # it stopped since the last call: start it again
+            client.connect()  # it stopped since the last call: start it again (a new server has a new token)
             if idempotent or "Connection refused" in exc.message:  # a refused request never reached it
                 return fn(client)
             raise

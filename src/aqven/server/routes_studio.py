@@ -59,11 +59,6 @@ def studio_root() -> RedirectResponse:
     return RedirectResponse("/studio/")
 
 
-@router.get("/studio/", include_in_schema=False)
-def studio_index() -> FileResponse:
-    return FileResponse(STUDIO_DIR / "index.html", media_type="text/html; charset=utf-8", headers=NO_CACHE)
-
-
 @router.get("/studio/{name}", include_in_schema=False)
 def studio_asset(name: str) -> Response:
     if name not in ASSETS:

@@ -6,6 +6,7 @@ loop never interleave half-written rows. Money columns are TEXT holding a Decima
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -137,10 +138,14 @@ class Database:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock = threading.RLock()
         self._conn = self._connect()
         self._conn.execute("PRAGMA journal_mode=WAL")
+        # Held-out inputs and outputs live here: only this user reads them (SQLite gives -wal/-shm the same mode).
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                Path(f"{path}{suffix}").chmod(0o600)
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._migrate()

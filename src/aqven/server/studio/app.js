@@ -58,8 +58,10 @@ class ApiError extends Error {
     this.file = err.file; this.line = err.line;
   }
 }
+// The session's CSRF token, put in the page by the server: every state-changing request sends it.
+const CSRF = (document.querySelector('meta[name="aqven-csrf"]') || {}).content || '';
 async function api(path, opts = {}) {
-  const init = { headers: { 'content-type': 'application/json' }, ...opts };
+  const init = { headers: { 'content-type': 'application/json', 'x-csrf-token': CSRF }, ...opts };
   if (opts.body !== undefined && typeof opts.body !== 'string') init.body = JSON.stringify(opts.body);
   const resp = await fetch(path, init);
   const text = await resp.text();
