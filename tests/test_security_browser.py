@@ -57,7 +57,7 @@ class Attacker:
         pages = self.pages
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the http.server name
+            def do_GET(self) -> None:
                 body = pages.get(self.path.split("?", 1)[0], "not here").encode()
                 self.send_response(200)
                 self.send_header("content-type", "text/html; charset=utf-8")
