@@ -280,6 +280,9 @@ class Verdict(Open):
     reason: str | None = None
     below_mde: bool = False
     provisional: bool = False
+    judge_corrected_by: str | None = Field(
+        None, description="the judge-agreement finding whose sensitivity and specificity corrected this verdict"
+    )
 
 
 class AttemptOut(Open):
