@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -264,3 +265,27 @@ def test_an_invisible_frame_cannot_click_approve(person: Any, served: LiveServer
     )
     state = http(served.port, "GET", f"/api/series/{sid}")
     assert state["status"] in ("running", "done") and state["spend"]["cap_usd"] == "5.00"
+    assert [(a["action"], a["channel"]) for a in state["approvals"]] == [("approve", "studio")]
+    person.wait_for_selector("#approvals tr[data-channel='studio']")  # the series page shows who approved
+
+
+def test_a_raised_project_cap_is_confirmed_by_a_person_in_studio(person: Any, served: LiveServer) -> None:
+    yaml_file = served.root / "aqven.yaml"
+    text = yaml_file.read_text()
+    yaml_file.write_text(text.replace('spend_cap_usd: "1.00"', 'spend_cap_usd: "3.00"'))
+    try:
+        deadline = time.monotonic() + 20
+        while not served.get("/api/project")["project_cap_pending"]:
+            assert time.monotonic() < deadline, "the server did not reload aqven.yaml"
+            time.sleep(0.1)
+        person.goto(f"http://127.0.0.1:{served.port}/studio/#/experiments/reply_overpromise_risk")
+        person.wait_for_selector("#cap-pending")
+        assert "asks for a project cap of $3.00" in person.inner_text("#cap-pending")
+        assert "project cap $1.00" in person.inner_text("#launch-plan")
+        person.click("#confirm-cap")
+        person.wait_for_function("() => !document.querySelector('#cap-pending')")
+        project = served.get("/api/project")
+        assert (project["project_cap_usd"], project["project_cap_confirmed_by"]) == ("3.00", "studio")
+        assert "project cap $3.00" in person.inner_text("#launch-plan")
+    finally:
+        yaml_file.write_text(text)  # lowering back takes effect at once

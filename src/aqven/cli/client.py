@@ -36,15 +36,22 @@ class Client:
         return f"http://{HOST}:{self.port}"
 
     def request(
-        self, method: str, path: str, body: Any = None, *, query: dict[str, Any] | None = None, timeout: float = 600.0
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: dict[str, Any] | None = None,
+        timeout: float = 600.0,
+        headers: dict[str, str] | None = None,
     ) -> Any:
         tail = path
         if query:
             tail += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         data = None if body is None else json.dumps(body).encode()
         for attempt in range(RECONNECTS + 1):
-            headers = {"content-type": "application/json", "authorization": f"Bearer {self.token}"}
-            req = urllib.request.Request(self.base + tail, data=data, method=method, headers=headers)
+            sent = {"content-type": "application/json", "authorization": f"Bearer {self.token}", **(headers or {})}
+            req = urllib.request.Request(self.base + tail, data=data, method=method, headers=sent)
             try:
                 with urllib.request.urlopen(req, timeout=timeout) as resp:
                     raw = resp.read()

@@ -21,6 +21,12 @@ app = typer.Typer(
 prices_app = typer.Typer(no_args_is_help=True, help="Model price list.")
 app.add_typer(prices_app, name="prices")
 
+cap_app = typer.Typer(no_args_is_help=True, help="The project spend cap a person confirmed.")
+app.add_typer(cap_app, name="cap")
+YesOpt = Annotated[
+    bool, typer.Option("--yes", help="act without asking (no terminal to ask at); recorded as --yes, not as a tty")
+]
+
 RootOpt = Annotated[Path | None, typer.Option("--root", help="the project folder (default: found from here)")]
 
 
@@ -241,15 +247,22 @@ def look(
     raise typer.Exit(code)
 
 
-def _series_action(path: str, body: dict[str, Any], root: Path | None) -> None:
+def _series_action(path: str, body: dict[str, Any], root: Path | None, *, yes: bool = False) -> None:
+    from aqven.cli import approve_cmd
     from aqven.cli.client import Client
     from aqven.cli.series_cmd import report
 
+    sid = path.split("/")[3]
     try:
         client = Client(project_root(root))
-        state = client.post(path, body)
+        if path.endswith("/approve"):
+            state = approve_cmd.approve(client, sid, body.get("cap_usd"), yes=yes)
+        elif path.endswith("/stop"):
+            state = approve_cmd.stop(client, sid, yes=yes)
+        else:
+            state = client.post(path, body)
     except AqvenError as err:
-        fail(err, 1)
+        fail(err, 1 if err.code != "CONFIRMATION_REQUIRED" else 2)
     if path.endswith("/approve") and state["status"] == "running":
         console.print(f"approved: series {state['series_id']} runs on under a cap of ${state['spend']['cap_usd']}")
         from aqven.cli.series_cmd import follow
@@ -262,16 +275,32 @@ def _series_action(path: str, body: dict[str, Any], root: Path | None) -> None:
 def approve(
     series_id: Annotated[str, typer.Argument(help="the paused series")],
     cap: Annotated[str | None, typer.Option(help="the new cap in USD (default: double the old one)")] = None,
+    yes: YesOpt = False,
     root: RootOpt = None,
 ) -> None:
-    """Continue a series paused at its cap, with a higher cap, and follow it to its verdict."""
-    _series_action(f"/api/series/{series_id}/approve", {"cap_usd": cap} if cap else {}, root)
+    """Continue a series paused at its cap, with a higher cap, and follow it to its verdict (asks first)."""
+    _series_action(f"/api/series/{series_id}/approve", {"cap_usd": cap} if cap else {}, root, yes=yes)
 
 
 @app.command()
-def stop(series_id: Annotated[str, typer.Argument(help="the paused series")], root: RootOpt = None) -> None:
-    """Stop a series paused at its cap: its verdict is invalid (stopped by the spend cap)."""
-    _series_action(f"/api/series/{series_id}/stop", {}, root)
+def stop(
+    series_id: Annotated[str, typer.Argument(help="the paused series")], yes: YesOpt = False, root: RootOpt = None
+) -> None:
+    """Stop a series paused at its cap: its verdict is invalid (stopped by the spend cap). Asks first."""
+    _series_action(f"/api/series/{series_id}/stop", {}, root, yes=yes)
+
+
+@cap_app.command("confirm")
+def cap_confirm(yes: YesOpt = False, root: RootOpt = None) -> None:
+    """Confirm the project cap aqven.yaml asks for, when it raised it: new series get it from then on."""
+    from aqven.cli import approve_cmd
+    from aqven.cli.client import Client
+
+    try:
+        code = approve_cmd.confirm_cap(Client(project_root(root)), yes=yes)
+    except AqvenError as err:
+        fail(err, 1 if err.code != "CONFIRMATION_REQUIRED" else 2)
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -39,7 +39,8 @@ class Strict(BaseModel):
 
 
 class ResearchConfig(Strict):
-    spend_cap_usd: Annotated[Decimal, Field(gt=0, allow_inf_nan=False)] = Decimal("1.00")
+    # The ceiling is research/caps.CAP_CEILING_USD: no cap above it is ever confirmed or approved.
+    spend_cap_usd: Annotated[Decimal, Field(gt=0, le=Decimal("1000000"), allow_inf_nan=False)] = Decimal("1.00")
 
     @field_validator("spend_cap_usd", mode="before")
     @classmethod

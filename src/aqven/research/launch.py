@@ -6,8 +6,8 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from aqven.errors import AqvenError
-from aqven.project.local import spend_cap
 from aqven.research import launch_math
+from aqven.research.caps import ProjectCap, confirmed_project_cap, parse_cap
 from aqven.research.experiment_schema import MAX_REPEATS, Question
 from aqven.research.experiments import ExperimentSource, selected_cases
 from aqven.research.launch_history import DevEstimates
@@ -19,26 +19,16 @@ POWER = 0.8
 """The power the plan's ``power.cases`` are computed for."""
 
 
-def project_cap(ws: Workspace) -> tuple[Decimal, str]:
+def project_cap_state(ws: Workspace) -> ProjectCap:
+    """The project cap a person last confirmed, and what the project's files ask for (research/caps.py)."""
     research = ws.project.config.research
-    return spend_cap(ws.project.root, research.spend_cap_usd if research else None)
+    return confirmed_project_cap(ws.project.root, research.spend_cap_usd if research else None)
 
 
-def parse_cap(cap_usd: Any) -> Decimal | None:
-    if cap_usd is None:
-        return None
-    try:
-        cap = Decimal(str(cap_usd))
-    except ArithmeticError:
-        cap = Decimal(-1)
-    if not cap.is_finite() or cap <= 0:
-        raise AqvenError(
-            f"cap_usd must be an amount above 0, not {cap_usd!r}",
-            code="VALIDATION_ERROR",
-            hint='give dollars as a string, e.g. "2.00"',
-            http_status=422,
-        )
-    return cap
+def project_cap(ws: Workspace) -> tuple[Decimal, str]:
+    """The project cap new series get (the confirmed one) and where the asked-for value came from."""
+    state = project_cap_state(ws)
+    return state.cap, state.source
 
 
 def available_cases(ws: Workspace, exp: ExperimentSource, on: Side) -> list[str]:
@@ -82,7 +72,8 @@ def launch_plan(
     r = repeats if repeats is not None else spec.repeats
     q = spec.question
     k = len(spec.variants)
-    pcap, source = project_cap(ws)
+    state = project_cap_state(ws)
+    pcap = state.cap
     cap = parse_cap(cap_usd)
     plan: dict[str, Any] = {
         "on": on,
@@ -99,8 +90,7 @@ def launch_plan(
     plan.update(
         {
             "needs_approval": cap is not None and cap > pcap,
-            "project_cap_usd": str(pcap),
-            "project_cap_source": source,
+            **state.fields(),
             "cap_usd": str(cap if cap is not None else pcap),
         }
     )

@@ -14,6 +14,7 @@ from aqven.research.inputs import inputs_manifest, manifest_hash
 from aqven.research.judge_correction import JudgeAccuracy, JudgeCorrection, agreement_record
 from aqven.research.verdict import CaseCell, QuestionSpec, Scope, decide, invalid_reason_for
 from aqven.research.workspace import Workspace
+from aqven.store.approvals import approvals_of
 from aqven.store.runs import RunStore, now_iso
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import AttemptRow, SeriesRow
@@ -128,6 +129,7 @@ def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) 
         and ended.experiment_id is not None
     ):
         data = finding_data(ws, ended, attempts, tally, runs, verdict)
+        data["approvals"] = approvals_of(store.db, series_id)  # who raised the cap, through which channel
         data |= _agreement(ws, ws.experiment(ended.experiment_id), ended, tally) | _corrected(verdict)
         path = write_finding(ws.project.root, data)
         fields["finding"] = str(path.relative_to(ws.project.root))

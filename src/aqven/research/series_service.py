@@ -11,12 +11,14 @@ from typing import Any
 
 from aqven.engine.runner import Engine
 from aqven.errors import AqvenError, StateConflictError
-from aqven.research.launch import parse_cap
+from aqven.research.caps import check_ceiling, parse_cap
+from aqven.research.launch import project_cap_state
 from aqven.research.series_end import finalize
 from aqven.research.series_runner import SeriesRunner, active_now
 from aqven.research.series_start import SeriesStartBody, prepare_series
 from aqven.research.series_view import snapshot
 from aqven.research.workspace import Workspace
+from aqven.store.approvals import Approver, transition_recorded
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import ENDED
@@ -86,7 +88,16 @@ class SeriesService:
                     await asyncio.wait_for(self.runner.changed.wait(), min(0.5, deadline - time.monotonic()))
             s = self.store.get(series_id)
         # Off the event loop: a snapshot reads the database, and running attempts must not wait for it.
-        return await asyncio.to_thread(snapshot, s, self.store, self.runs, include_cases=include_cases)
+        view = await asyncio.to_thread(snapshot, s, self.store, self.runs, include_cases=include_cases)
+        view["project_cap"] = self.project_cap_fields()
+        return view
+
+    def project_cap_fields(self) -> dict[str, Any]:
+        """The confirmed project cap and whether the files ask for more (a person must confirm it)."""
+        try:
+            return project_cap_state(self.workspace()).fields()
+        except AqvenError:  # the project does not load just now: the series' own caps still stand
+            return {}
 
     async def cancel(self, series_id: str, reason: str | None = None) -> dict[str, Any]:
         s = self.store.get(series_id)
@@ -110,8 +121,11 @@ class SeriesService:
         await self.runner.notify()
         return await self.get(series_id)
 
-    async def approve(self, series_id: str, cap_usd: Any = None) -> dict[str, Any]:
-        """A person continues a paused series with a higher cap (double the old one unless given)."""
+    async def approve(self, series_id: str, cap_usd: Any, who: Approver) -> dict[str, Any]:
+        """A person continues a paused series with a higher cap (double the old one unless given).
+
+        `who` says through which channel (Studio, a terminal, REST with the server token); the approval is
+        recorded with the old and new cap in the same transaction as the status change."""
         s = self.store.get(series_id)
         if s.status != "awaiting_approval":
             raise SeriesConflict(
@@ -137,18 +151,40 @@ class SeriesService:
                 hint="give a higher cap",
                 http_status=422,
             )
-        if not self.store.transition(
-            series_id, ("awaiting_approval",), status="running", cap_usd=str(new), pause=None, active_since=time.time()
+        check_ceiling(new)
+        if not transition_recorded(
+            self.store.db,
+            series_id,
+            ("awaiting_approval",),
+            {"status": "running", "cap_usd": str(new), "pause": None, "active_since": time.time()},
+            action="approve",
+            who=who,
+            old_cap_usd=str(old),
+            new_cap_usd=str(new),
+            spent_usd=str(spent),
+            reason=reason,
         ):
             raise SeriesConflict(f"series {series_id} changed state meanwhile", hint="read it again")
         self.runner.drive(series_id)
         await self.runner.notify()
         return await self.get(series_id)
 
-    async def stop(self, series_id: str) -> dict[str, Any]:
+    async def stop(self, series_id: str, who: Approver) -> dict[str, Any]:
         """A person stops a paused series: it ends with verdict invalid (stopped by the spend cap)."""
         s = self.store.get(series_id)
-        if not self.store.transition(series_id, ("awaiting_approval",), stop_reason="stopped_at_cap"):
+        pause = s.pause or {}
+        if not transition_recorded(
+            self.store.db,
+            series_id,
+            ("awaiting_approval",),
+            {"stop_reason": "stopped_at_cap"},
+            action="stop",
+            who=who,
+            old_cap_usd=s.cap_usd,
+            new_cap_usd=None,
+            spent_usd=pause.get("spent_usd"),
+            reason=pause.get("reason"),
+        ):
             raise SeriesConflict(
                 f"series {series_id} is not waiting for approval (status {s.status})",
                 hint="stop applies to a series paused at its cap; cancel a running one",

@@ -12,11 +12,12 @@ from aqven.engine.runner import Engine
 from aqven.errors import AqvenError, NotFoundError
 from aqven.project.local import simulate_enabled
 from aqven.project.schema import Case
+from aqven.research.caps import parse_cap
 from aqven.research.experiment_schema import MAX_REPEATS, CheckSpec
 from aqven.research.experiments import ExperimentSource, metric_check, selected_cases
 from aqven.research.holdout import hide_problems
 from aqven.research.inputs import inputs_manifest, manifest_hash
-from aqven.research.launch import Side, launch_plan, parse_cap, project_cap, validate_counts
+from aqven.research.launch import Side, launch_plan, project_cap, validate_counts
 from aqven.research.launch_history import dev_estimates
 from aqven.research.series_order import attempt_plan, draw_seed
 from aqven.research.workspace import Workspace, check_workspace

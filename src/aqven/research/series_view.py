@@ -15,6 +15,7 @@ from aqven.errors import NotFoundError
 from aqven.research.holdout import series_error_view
 from aqven.research.series_end import compute_verdict
 from aqven.research.series_runner import active_now
+from aqven.store.approvals import approvals_of
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import ENDED, AttemptRow, SeriesRow
@@ -169,6 +170,7 @@ def snapshot(s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases:
             "lower_bound": unpriced > 0,
         },
         "pause": s.pause if s.status == "awaiting_approval" else None,
+        "approvals": approvals_of(store.db, s.id),  # every approval and stop, with its channel
         "eta": eta(s, tally),
         "matrix": matrix(s, tally, verdict),
         "verdict": verdict,

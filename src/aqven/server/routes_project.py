@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
 
 from aqven.engine.compile import FlowCompiler
 from aqven.engine.compiled import CompiledNode
 from aqven.errors import NotFoundError
-from aqven.project.local import spend_cap
+from aqven.research.caps import confirm_project_cap, confirmed_project_cap
 from aqven.research.workspace import check_workspace
 from aqven.server.deps import service_of
+from aqven.server.security import approver_of
 from aqven.server.service import ProjectService
 
 router = APIRouter(prefix="/api", tags=["project"])
@@ -20,18 +22,38 @@ router = APIRouter(prefix="/api", tags=["project"])
 @router.get("/project")
 def get_project(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
     project = svc.project()
-    cap, source = spend_cap(project.root, project.config.research.spend_cap_usd if project.config.research else None)
+    cap = confirmed_project_cap(
+        project.root, project.config.research.spend_cap_usd if project.config.research else None
+    )
     return {
         "root": str(project.root),
         "package": project.package,
         "name": project.config.name,
         "description": project.config.description,
-        "spend_cap_usd": str(cap),
-        "spend_cap_source": source,
+        "spend_cap_usd": str(cap.cap),
+        "spend_cap_source": cap.source,
+        **cap.fields(),
+        "project_cap_confirmed_at": cap.confirmed_at,
+        "project_cap_confirmed_by": cap.channel,
         "flows": sorted(project.flows),
         "agents": sorted(project.agents),
         "datasets": sorted(project.datasets),
     }
+
+
+class CapConfirmBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cap_usd: str | int | float = Field(description="the project cap the files ask for, as the person saw it")
+
+
+@router.post("/project/cap/confirm")
+def confirm_cap(body: CapConfirmBody, request: Request, svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
+    """A person confirms the project cap aqven.yaml (or the local override) asks for: new series get it."""
+    who = approver_of(request.state, request.headers)
+    project = svc.project()
+    file_cap = project.config.research.spend_cap_usd if project.config.research else None
+    confirm_project_cap(project.root, file_cap, body.cap_usd, who.channel, who.confirmed)
+    return get_project(svc=svc)
 
 
 @router.get("/check")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict
 
 from aqven.project.local import simulate_enabled
@@ -13,6 +13,7 @@ from aqven.research.launch import Side, launch_plan
 from aqven.research.launch_history import dev_estimates
 from aqven.research.series_start import SeriesStartBody
 from aqven.server.deps import service_of
+from aqven.server.security import approver_of
 from aqven.server.service import ProjectService
 
 router = APIRouter(prefix="/api", tags=["research"])
@@ -34,7 +35,11 @@ class CancelBody(BaseModel):
 
 class ApproveBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    cap_usd: str | None = None
+    cap_usd: str | int | float | None = None  # read by research/caps.parse_cap: a plain decimal, ≤ 6 decimals
+
+
+class StopBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
 
 def _experiment_json(svc: ProjectService, exp_id: str) -> dict[str, Any]:
@@ -129,14 +134,19 @@ async def cancel_series(
 
 @router.post("/series/{series_id}/approve")
 async def approve_series(
-    series_id: str, body: ApproveBody | None = None, svc: ProjectService = Depends(service_of)
+    series_id: str, body: ApproveBody, request: Request, svc: ProjectService = Depends(service_of)
 ) -> dict[str, Any]:
-    return await svc.series.approve(series_id, body.cap_usd if body else None)
+    """A person continues a paused series; the approval is recorded with its channel (studio, terminal, rest)."""
+    who = approver_of(request.state, request.headers)
+    return await svc.series.approve(series_id, body.cap_usd, who)
 
 
 @router.post("/series/{series_id}/stop")
-async def stop_series(series_id: str, svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
-    return await svc.series.stop(series_id)
+async def stop_series(
+    series_id: str, body: StopBody, request: Request, svc: ProjectService = Depends(service_of)
+) -> dict[str, Any]:
+    """A person stops a paused series; the stop is recorded with its channel."""
+    return await svc.series.stop(series_id, approver_of(request.state, request.headers))
 
 
 @router.get("/findings")

@@ -432,6 +432,7 @@ def series_payload(svc: ProjectService, series_id: str) -> dict[str, Any]:
     out["spend_curve"] = spend_curve(finished_costs(svc.db, series_id), s.created_at)
     out["experiment"] = _experiment_brief(svc, s.experiment_id)
     out["stop_reason"] = s.stop_reason
+    out["project_cap"] = svc.series.project_cap_fields()  # whether aqven.yaml asks for more than was confirmed
     return out
 
 

@@ -34,6 +34,9 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from aqven.errors import AqvenError
+from aqven.store.approvals import Approver
+
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 MAX_JSON_DEPTH = 64
@@ -42,6 +45,9 @@ CSRF_HEADER = "x-csrf-token"
 LOGIN_PATH = "/studio/login"
 LOGIN_TTL_S = 300.0  # a login link is good for five minutes, once
 OPEN_PATHS = ("/api/health", LOGIN_PATH)  # answered without a credential (still Host- and Origin-checked)
+AUTH_STATE = "aqven_auth"  # request.state key: "token" or "session", set by the gate
+CHANNEL_HEADER = "x-aqven-channel"  # "terminal" from `aqven approve`/`stop`/`cap confirm`
+CONFIRMED_HEADER = "x-aqven-confirmed"  # how the terminal asked: "tty" or "--yes"
 
 SECURITY_HEADERS = [
     (b"x-frame-options", b"DENY"),
@@ -222,6 +228,7 @@ class Gate:
         if path in OPEN_PATHS or (method in SAFE_METHODS and _is_static(path)):
             return None
         if self.access.bearer_ok(headers.get("authorization")):
+            scope.setdefault("state", {})[AUTH_STATE] = "token"
             return None
         session = None if path.startswith("/mcp") else self.access.session(headers.get("cookie"))
         if session is None:
@@ -241,6 +248,7 @@ class Gate:
                 "a state-changing Studio request without its session's CSRF token",
                 "reload Studio; open it again with `aqven studio` when the session is gone",
             )
+        scope.setdefault("state", {})[AUTH_STATE] = "session"
         return None
 
     async def read_json(self, scope: Scope, receive: Receive) -> tuple[Receive, JSONResponse | None]:
@@ -293,3 +301,22 @@ class Gate:
             return await receive()
 
         return replay, None
+
+
+def approver_of(scope_state: Any, headers: Any) -> Approver:
+    """Who approves, stops or confirms a cap, as this request shows it: Studio (a session), a terminal (the
+    aqven command says so) or REST (the token). An MCP session never does: 403 `MCP_CANNOT_APPROVE`."""
+    if headers.get("mcp-session-id") or headers.get("mcp-protocol-version"):
+        raise AqvenError(
+            "an MCP session cannot approve, stop or raise a cap",
+            code="MCP_CANNOT_APPROVE",
+            hint="a person approves in Studio or with `aqven approve` at a terminal",
+            http_status=403,
+        )
+    auth = getattr(scope_state, AUTH_STATE, None)
+    if auth == "session":
+        return Approver("studio")
+    if headers.get(CHANNEL_HEADER, "").lower() == "terminal":
+        how = headers.get(CONFIRMED_HEADER, "").lower()
+        return Approver("terminal", how if how in ("tty", "--yes") else None)
+    return Approver("rest")

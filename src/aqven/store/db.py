@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -129,6 +129,22 @@ _MIGRATIONS: dict[int, str] = {
     UPDATE runs SET side = (
         SELECT a.side FROM attempts a WHERE a.series_id = runs.series_id AND a.case_name = runs.case_name LIMIT 1
     ) WHERE series_id IS NOT NULL;
+    """,
+    # Every approval and stop of a series, with the channel a person gave it through (store/approvals.py).
+    5: """
+    CREATE TABLE approvals (
+        series_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        at TEXT NOT NULL,
+        action TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        confirmed TEXT,
+        old_cap_usd TEXT NOT NULL,
+        new_cap_usd TEXT,
+        spent_usd TEXT,
+        reason TEXT,
+        PRIMARY KEY (series_id, seq)
+    );
     """,
 }
 

@@ -871,7 +871,7 @@ function launchPanel(e, project) {
       const p = await api(`/api/experiments/${encodeURIComponent(e.id)}/launch-plan`, { method: 'POST', body: body() });
       if (my !== seq) return;
       start.disabled = false;
-      replace(planBox, drawPlan(p));
+      replace(planBox, drawPlan(p, refresh));
     } catch (err) { if (my === seq) { start.disabled = true; replace(planBox, errorBox(err)); } }
   };
   const later = () => { clearTimeout(timer); timer = setTimeout(refresh, 250); };
@@ -904,7 +904,23 @@ function launchPanel(e, project) {
       out));
 }
 
-function drawPlan(p) {
+// aqven.yaml asked for a higher project cap than a person confirmed: say so, and let the person confirm it.
+function capPendingNote(p, after) {
+  if (!p.project_cap_pending) return null;
+  const out = h('span');
+  const confirmIt = async () => {
+    try {
+      await api('/api/project/cap/confirm', { method: 'POST', body: { cap_usd: p.project_cap_asked_usd } });
+      announce('project cap confirmed');
+      if (after) after();
+    } catch (err) { replace(out, errorBox(err)); }
+  };
+  return h('div', { class: 'note warn', id: 'cap-pending', role: 'status' },
+    h('b', {}, 'The project cap is not confirmed: '), p.project_cap_note, '. ',
+    h('button', { type: 'button', id: 'confirm-cap', onclick: confirmIt }, `Confirm ${fmt.money(p.project_cap_asked_usd)} as the project cap`), ' ', out);
+}
+
+function drawPlan(p, refresh) {
   const rec = p.recommended || {};
   const level = p.level ? ` at ${(p.level * 100).toFixed(1).replace(/\.0$/, '')}%` : '';
   const planning = p.planning === undefined ? null
@@ -925,6 +941,7 @@ function drawPlan(p) {
       ['price', 'none before it runs: the spend is counted as attempts finish; near 90% of the cap the series pauses for you'],
     ]),
     p.below_recommended && rec.text ? h('div', { class: 'note warn', role: 'status' }, h('b', {}, 'Fewer cases than recommended: '), rec.text) : null,
+    capPendingNote(p, refresh),
     p.needs_approval ? h('div', { class: 'note warn' }, 'This cap is above the project cap: the series will wait for approval before anything runs.') : null,
     p.on === 'holdout' ? h('div', { class: 'note' }, 'Confirm reads the held-out cases once per question: start it when the change is done and the question is fixed. A verdict other than invalid writes a finding and regenerates FINDINGS.md.') : null,
   ];
@@ -934,7 +951,7 @@ function drawPlan(p) {
 
 async function pageSeries(id, _query, ctx) {
   const first = await api('/api/studio/series/' + encodeURIComponent(id));
-  const sec = { head: h('div'), pause: h('div'), progress: h('div'), verdict: h('div'), matrix: h('div'), cases: h('div'), attempts: h('div') };
+  const sec = { head: h('div'), pause: h('div'), approvals: h('div'), progress: h('div'), verdict: h('div'), matrix: h('div'), cases: h('div'), attempts: h('div') };
   let lastStatus = first.status;
   const render = sn => {
     const e = sn.experiment;
@@ -947,6 +964,7 @@ async function pageSeries(id, _query, ctx) {
       ['running', 'waiting_human'].includes(sn.status) ? h('p', {}, h('button', { type: 'button', class: 'danger', id: 'cancel', onclick: () => cancelSeries(sn.series_id) }, 'Cancel series')) : null,
     ]);
     patch(sec.pause, [sn.status, sn.pause, sn.spend.cap_usd], () => sn.status === 'awaiting_approval' ? pausePanel(sn) : []);
+    patch(sec.approvals, [sn.approvals, sn.project_cap], () => approvalsSection(sn));
     patch(sec.progress, [sn.progress, sn.spend, sn.eta, sn.spend_curve.length, sn.status], () => progressSection(sn));
     patch(sec.verdict, [sn.verdict, sn.status, sn.error], () => verdictSection(sn));
     patch(sec.matrix, [sn.matrix, sn.verdict && sn.verdict.comparisons], () => matrixSection(sn));
@@ -959,7 +977,7 @@ async function pageSeries(id, _query, ctx) {
   if (!['done', 'cancelled', 'failed'].includes(first.status)) {
     stream('/api/series/' + encodeURIComponent(id) + '/stream', { snapshot: sn => { if (ctx.alive()) render(sn); } });
   }
-  return [sec.head, sec.pause, sec.progress, sec.verdict, sec.matrix, sec.cases, sec.attempts];
+  return [sec.head, sec.pause, sec.approvals, sec.progress, sec.verdict, sec.matrix, sec.cases, sec.attempts];
 }
 
 async function cancelSeries(id) {
@@ -1000,6 +1018,22 @@ function pausePanel(sn) {
         h('div', { class: 'field', style: 'align-self:center' }, h('button', { type: 'submit', class: 'primary', id: 'approve' }, 'Approve'), ' ',
           h('button', { type: 'button', class: 'danger', id: 'stop', onclick: () => act('stop') }, 'Stop')))),
     out);
+}
+
+// Every approval and stop with the channel it came through: one that no person gave in Studio or at a
+// terminal (REST with the server token, or `--yes` without a terminal) is marked.
+function approvalsSection(sn) {
+  const rows = sn.approvals || [];
+  const pending = sn.project_cap && sn.project_cap.project_cap_pending ? capPendingNote(sn.project_cap, null) : null;
+  if (!rows.length) return pending ? [pending] : [];
+  const how = a => a.channel === 'terminal' ? `terminal (${a.confirmed === 'tty' ? 'asked at a TTY' : a.confirmed || 'unconfirmed'})` : a.channel;
+  const unattended = rows.filter(a => a.channel === 'rest' || (a.channel === 'terminal' && a.confirmed !== 'tty'));
+  return [pending, h('section', { class: 'card', id: 'approvals', 'aria-labelledby': 'approvals-h' },
+    h('h2', { id: 'approvals-h', style: 'margin-top:0' }, 'Approvals'),
+    h('table', {}, h('thead', {}, h('tr', {}, ['when', 'what', 'channel', 'old cap', 'new cap', 'spent'].map(c => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, rows.map(a => h('tr', { 'data-channel': a.channel }, h('td', {}, fmt.time(a.at)), h('td', {}, a.action), h('td', {}, how(a)),
+        h('td', {}, fmt.money(a.old_cap_usd)), h('td', {}, a.new_cap_usd ? fmt.money(a.new_cap_usd) : '—'), h('td', {}, fmt.money(a.spent_usd)))))),
+    unattended.length ? h('p', { class: 'note warn', id: 'approvals-unattended' }, `${unattended.length} of these came without a person asked in Studio or at a terminal (REST with the server token, or --yes).`) : null)];
 }
 
 function progressSection(sn) {

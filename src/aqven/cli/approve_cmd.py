@@ -1,0 +1,91 @@
+"""`aqven approve`, `aqven stop` and `aqven cap confirm`: acts of a person at a terminal.
+
+Each asks at a TTY before it acts (the new cap in plain numbers); without a TTY it needs `--yes`, so a program
+that runs the command says so in the record. The server records the channel `terminal` and how it was
+confirmed (`tty` or `--yes`) with the series' approval or the project cap.
+"""
+
+from __future__ import annotations
+
+import sys
+from decimal import Decimal
+from typing import Any
+
+import typer
+
+from aqven.cli.client import Client
+from aqven.cli.render import console
+from aqven.errors import AqvenError
+from aqven.server.security import CHANNEL_HEADER, CONFIRMED_HEADER
+
+
+def person_confirms(question: str, *, yes: bool) -> str:
+    """'tty' when a person said yes at this terminal, '--yes' when the flag stood in; otherwise it stops."""
+    if yes:
+        return "--yes"
+    if not sys.stdin.isatty():
+        raise AqvenError(
+            "this needs a person: there is no terminal to ask at",
+            code="CONFIRMATION_REQUIRED",
+            hint="run it at a terminal, or pass --yes (recorded as such)",
+        )
+    if not typer.confirm(question, default=False):
+        console.print("nothing changed")
+        raise typer.Exit(1)
+    return "tty"
+
+
+def terminal_headers(how: str) -> dict[str, str]:
+    return {CHANNEL_HEADER: "terminal", CONFIRMED_HEADER: how}
+
+
+def approve_question(state: dict[str, Any], cap: str | None) -> str:
+    """What a person is asked before `aqven approve`: the old cap, the new one and what the series spent."""
+    old = Decimal(state["spend"]["cap_usd"])
+    pause = state.get("pause") or {}
+    default = old if pause.get("reason") == "cap_above_project" else old * 2  # as the server decides
+    new = cap if cap is not None else str(default)
+    spent = pause.get("spent_usd") or state["spend"]["usd"]
+    return (
+        f"Continue series {state['series_id']} ({pause.get('reason')}, spent ${spent}) under a cap of ${new} "
+        f"(was ${old})?"
+    )
+
+
+def approve(client: Client, series_id: str, cap: str | None, *, yes: bool) -> dict[str, Any]:
+    state: dict[str, Any] = client.get(f"/api/series/{series_id}")
+    if state["status"] != "awaiting_approval":
+        raise AqvenError(
+            f"series {series_id} is not waiting for approval (status {state['status']})",
+            code="SERIES_STATE_CONFLICT",
+            hint="approve a series whose status is awaiting_approval",
+        )
+    how = person_confirms(approve_question(state, cap), yes=yes)
+    body = {"cap_usd": cap} if cap else {}
+    out: dict[str, Any] = client.request(
+        "POST", f"/api/series/{series_id}/approve", body, headers=terminal_headers(how)
+    )
+    return out
+
+
+def stop(client: Client, series_id: str, *, yes: bool) -> dict[str, Any]:
+    state: dict[str, Any] = client.get(f"/api/series/{series_id}")
+    question = (
+        f"Stop series {state['series_id']} (status {state['status']}, spent ${state['spend']['usd']})? "
+        "Its verdict will be invalid."
+    )
+    how = person_confirms(question, yes=yes)
+    out: dict[str, Any] = client.request("POST", f"/api/series/{series_id}/stop", {}, headers=terminal_headers(how))
+    return out
+
+
+def confirm_cap(client: Client, *, yes: bool) -> int:
+    project: dict[str, Any] = client.get("/api/project")
+    cap, asked = project["project_cap_usd"], project["project_cap_asked_usd"]
+    if not project.get("project_cap_pending"):
+        console.print(f"the project cap is ${cap}, as the files ask: nothing to confirm")
+        return 0
+    how = person_confirms(f"{project['project_cap_note']}. Confirm ${asked} as the project cap (now ${cap})?", yes=yes)
+    out = client.request("POST", "/api/project/cap/confirm", {"cap_usd": asked}, headers=terminal_headers(how))
+    console.print(f"confirmed: new series get a project cap of ${out['project_cap_usd']}")
+    return 0
