@@ -274,9 +274,11 @@ class AqvenTools:
     ) -> Annotated[CallToolResult, SeriesStartOut]:
         """Start a series: exactly one of experiment_id or look. It returns at once with the series summary
         (status running, or awaiting_approval when cap_usd is above the project cap) and the launch plan
-        (attempts, expected half-width, recommended cases, cap; no price: every attempt calls the models and is
-        paid as it finishes). A project with errors, or a case that cannot run for a variant, fails with
-        NOT_RUNNABLE (one problem per case and variant) before any model call. Follow it with series_get."""
+        (attempts, expected half-width at the verdict's level, recommended cases with advice to pass on in
+        recommended.text, planning: "defaults" or "from series ser_…", power, zero_failure_floor, cap; no price:
+        every attempt calls the models and is paid as it finishes). A project with errors, or a case that cannot
+        run for a variant, fails with NOT_RUNNABLE (one problem per case and variant) before any model call.
+        Follow it with series_get."""
         body: dict[str, Any] = {"on": on, "simulate": simulate}
         if experiment_id is not None:
             body["experiment_id"] = experiment_id
