@@ -142,7 +142,7 @@ def _precision(
         else None
     )
     out["power"] = _power(q, rate, r, rho, between, z, out.get("planning_differences"), available)
-    floor = _zero_failure_floor(q, available)
+    floor = _zero_failure_floor(q)
     out["zero_failure_floor"] = floor
     if q.margin > 0:
         need = (
@@ -220,7 +220,7 @@ def _power(
     return out
 
 
-def _zero_failure_floor(q: Question, available: int) -> dict[str, Any] | None:
+def _zero_failure_floor(q: Question) -> dict[str, Any] | None:
     """Threshold questions: the cases that must all pass (at least) or all fail (at most) before the
     interval can clear the line at all; None for paired questions."""
     if q.kind != "threshold":
