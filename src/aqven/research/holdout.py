@@ -25,7 +25,14 @@ HOLDOUT_HIDDEN = "HOLDOUT_HIDDEN"
 HINT = "held-out cases are never shown one by one; run the series on dev to inspect cases"
 #: Error codes whose messages AQVEN writes without anything of the case (shown even for a held-out attempt).
 PLAIN_MESSAGES = frozenset(
-    {"PROVIDER_KEY_MISSING", "PROVIDER_RATE_LIMITED", "MODEL_TIMEOUT", "MODEL_STREAM_STALLED", "SIMULATOR_MISSING"}
+    {
+        "PROVIDER_KEY_MISSING",
+        "PROVIDER_RATE_LIMITED",
+        "MODEL_TIMEOUT",
+        "MODEL_STREAM_STALLED",
+        "SIMULATOR_MISSING",
+        "SERIES_INTERNAL_ERROR",  # written by the series runner without any case (research/series_runner._fail)
+    }
 )
 #: ... and the NOT_RUNNABLE problems whose messages name nodes and files, never the case's content.
 PLAIN_PROBLEMS = PLAIN_MESSAGES | {"NODE_OUTPUTS_MISSING", "RANGE_INVALID", "NO_CASES"}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,12 +23,15 @@ from typing import Any
 
 from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError
+from aqven.models.outcomes import redact
 from aqven.project.schema import Case
 from aqven.research.series_start import request_for
 from aqven.research.workspace import Workspace
 from aqven.store.runs import RunStore, new_id, now_iso
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import AttemptRow, SeriesRow
+
+log = logging.getLogger("aqven.series")
 
 PAUSE_AT = Decimal("0.9")
 RATE_LIMITED = "PROVIDER_RATE_LIMITED"
@@ -177,6 +181,11 @@ class SeriesRunner:
             for task in running.values():
                 task.cancel()
             raise
+        except Exception as exc:  # a bug or a broken row: the series fails with a code instead of running forever
+            for task in running.values():
+                task.cancel()
+            self._fail(series_id, exc)
+            await self.notify()
         finally:
             if self._drivers.get(series_id) is asyncio.current_task():
                 self._drivers.pop(series_id, None)
@@ -429,6 +438,29 @@ class SeriesRunner:
             active_since=None,
             pause={"reason": "spend_near_cap", "spent_usd": str(spent), "cap_usd": s.cap_usd, "since": now_iso()},
         )
+
+    def _fail(self, series_id: str, exc: BaseException) -> None:
+        """End a series whose driver raised: status failed, `SERIES_INTERNAL_ERROR`, the details in the log only
+        (an exception's text could quote a held-out case); a restart does not resume it."""
+        log.error("series %s failed: %s", series_id, redact(f"{type(exc).__name__}: {exc}"), exc_info=False)
+        with contextlib.suppress(Exception):
+            s = self.store.get(series_id)
+            self.store.transition(
+                series_id,
+                ("running", "waiting_human", "cancelled", "awaiting_approval"),
+                status="failed",
+                ended_at=now_iso(),
+                active_since=None,
+                active_seconds=active_now(s) if s.active_since is not None else s.active_seconds,
+                error={
+                    "code": "SERIES_INTERNAL_ERROR",
+                    "message": f"an internal error ({type(exc).__name__}) stopped the series; see .aqven/server.log",
+                    "run_id": None,
+                    "case": None,
+                    "variant": None,
+                },
+                pause=None,
+            )
 
     def _finalize(self, series_id: str) -> None:
         from aqven.research.series_end import finalize

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from aqven.errors import NotFoundError
+from aqven.models.outcomes import redact, redact_value
 from aqven.store.db import Database
 from aqven.store.records import RunError, RunRecord, RunRequest, RunStatus, TraceEvent
 
@@ -24,6 +25,20 @@ def new_id(prefix: str) -> str:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _stored(value: Any) -> str:
+    """JSON text as it is stored: a provider key found in it (a model that echoes one in a successful output,
+    an error message, an event) is masked first, so no key reaches the database whatever path it came by."""
+    text = _dumps(value)
+    masked = redact(text)
+    if masked == text:
+        return text
+    try:
+        json.loads(masked)  # masking replaces characters inside strings only; make sure of it
+    except ValueError:
+        return _dumps(redact_value(value))
+    return masked
 
 
 def _where(flow_id: str | None, status: str | None, series_id: str | None) -> tuple[str, tuple[str, ...]]:
@@ -108,9 +123,9 @@ class RunStore:
                 (
                     status,
                     now_iso(),
-                    None if output is None else _dumps(output),
+                    None if output is None else _stored(output),
                     error.code if error else None,
-                    _dumps(error.model_dump()) if error else None,
+                    _stored(error.model_dump()) if error else None,
                     outcome,
                     run_id,
                 ),
@@ -206,7 +221,7 @@ class RunStore:
         self, run_id: str, kind: str, node_id: str | None = None, data: dict[str, Any] | None = None
     ) -> TraceEvent:
         ts = now_iso()
-        payload = _dumps(data or {})
+        payload = _stored(data or {})
         with self.db.transaction() as cur:
             row = cur.execute("SELECT COALESCE(MAX(seq), 0) AS s FROM events WHERE run_id=?", (run_id,)).fetchone()
             seq = row["s"] + 1

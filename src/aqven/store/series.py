@@ -7,6 +7,7 @@ import sqlite3
 from typing import Any
 
 from aqven.errors import NotFoundError
+from aqven.models.outcomes import redact
 from aqven.store.db import Database
 from aqven.store.runs import new_id, now_iso
 from aqven.store.series_records import AttemptRow, SeriesPlan, SeriesRow
@@ -255,8 +256,8 @@ class SeriesStore:
                     outcome,
                     value,
                     error_code,
-                    error_message,
-                    _j(checks),
+                    None if error_message is None else redact(error_message),  # no provider key is ever stored
+                    redact(_j(checks) or "[]"),
                     cost_usd,
                     int(unpriced),
                     now_iso(),
