@@ -112,6 +112,14 @@ def serve(root: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("the project server did not start")
 
 
+def authed(root: Path, url: str, body: object = None) -> urllib.request.Request:
+    """A request with the server's token (from .aqven/server.json); a POST when `body` is given."""
+    token = json.loads((root / ".aqven" / "server.json").read_text())["token"]
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+    return urllib.request.Request(url, data=data, headers=headers, method="POST" if data else "GET")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--loads", type=int, default=5)
@@ -129,7 +137,7 @@ def main() -> None:
         proc, base = serve(root)
         try:
             t = time.perf_counter()
-            with urllib.request.urlopen(f"{base}/api/studio/series/{sid}") as r:
+            with urllib.request.urlopen(authed(root, f"{base}/api/studio/series/{sid}")) as r:
                 size = len(r.read())
             print(f"GET /api/studio/series/{sid}: {(time.perf_counter() - t) * 1000:.0f} ms cold, {size // 1024} KiB")
             loads: list[float] = []
@@ -139,8 +147,13 @@ def main() -> None:
                 for _ in range(args.loads):
                     context = browser.new_context(viewport={"width": 1280, "height": 800})
                     page = context.new_page()
+                    login = json.loads(
+                        urllib.request.urlopen(
+                            authed(root, f"{base}/api/studio/login-link", {"page": f"series/{sid}"})
+                        ).read()
+                    )["url"]
                     start = time.perf_counter()
-                    page.goto(f"{base}/studio/#/series/{sid}")
+                    page.goto(login)  # logs the context in and lands on the series page
                     page.wait_for_selector("#matrix tbody tr", timeout=60_000)
                     page.wait_for_selector("#verdict[data-provisional='false']")
                     page.wait_for_selector("#cases tbody tr")
