@@ -181,6 +181,11 @@ def test_a_foreign_origin_is_refused_even_with_the_token(served: LiveServer) -> 
         status, _h, raw = send(served, "GET", "/api/project", headers=headers)
         assert status == 403, (headers, raw[:200])
     assert series(served, sid)["status"] == "awaiting_approval"
+    # A person following a link from another site to a Studio page gets there; a link into the API does not.
+    link = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+    assert send(served, "GET", "/studio/", token="", headers=link)[0] == 401  # the page: log in with aqven studio
+    assert send(served, "GET", "/api/project", headers=link)[0] == 403
+    assert send(served, "GET", "/studio/", headers={**link, "Sec-Fetch-Dest": "iframe"})[0] == 403
     own = {"Origin": f"http://127.0.0.1:{served.port}", "Sec-Fetch-Site": "same-origin"}
     assert send(served, "GET", "/api/project", headers=own)[0] == 200
 

@@ -92,7 +92,7 @@ class ProjectCap:
 
     def fields(self) -> dict[str, Any]:
         """The fields of a launch plan, a snapshot and GET /api/project."""
-        where = "aqven.yaml" if self.source == "project" else ".aqven/local.yaml"
+        where = {"project": "aqven.yaml", "override": ".aqven/local.yaml"}.get(self.source, "the default cap")
         return {
             "project_cap_usd": str(self.cap),
             "project_cap_source": self.source,

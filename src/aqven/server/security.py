@@ -210,10 +210,11 @@ class Gate:
                 "open the address the aqven command prints; another name pointing at 127.0.0.1 is refused",
             )
         site = headers.get("sec-fetch-site", "")
-        navigation = (
+        navigation = (  # a person following a link to a page (never to the API, never into a frame)
             method == "GET"
             and headers.get("sec-fetch-mode") == "navigate"
             and headers.get("sec-fetch-dest") == "document"
+            and not path.startswith(("/api/", "/mcp"))
         )
         origin = headers.get("origin")
         if (origin is not None and not self.access.origin_ok(origin)) or (
