@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from aqven.errors import NotFoundError
-from aqven.models.outcomes import redact, redact_value
+from aqven.models.outcomes import redact, redact_value, secret_values
 from aqven.store.db import Database
 from aqven.store.records import RunError, RunRecord, RunRequest, RunStatus, TraceEvent
 
@@ -27,10 +27,24 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
+# What a key-shaped token starts with (models/outcomes._KEY_PATTERN): a text with none of these and no key
+# value of the environment needs no masking, which keeps the common case to a few substring tests.
+_KEY_MARKS = ("bearer", "k-", "k_", "i-", "i_")  # sk- pk- rk- gsk- csk- xai- (and _), lowered
+
+
+def _may_hold_key(text: str) -> bool:
+    if any(v in text for v in secret_values()):
+        return True
+    lowered = text.lower()
+    return any(mark in lowered for mark in _KEY_MARKS)
+
+
 def _stored(value: Any) -> str:
     """JSON text as it is stored: a provider key found in it (a model that echoes one in a successful output,
     an error message, an event) is masked first, so no key reaches the database whatever path it came by."""
     text = _dumps(value)
+    if not _may_hold_key(text):
+        return text
     masked = redact(text)
     if masked == text:
         return text
