@@ -63,7 +63,9 @@ def test_showcase_noninferior_mistral_on_holdout_is_confirmed_and_writes_its_fin
     monkeypatch.setenv("AQVEN_SIM_LATENCY_SCALE", "0")
     root = init_project(tmp_path / "lumen", "lumen")
     with client_for(root) as client:
-        out = start(client, experiment_id="reply_noninferior_mistral", on="holdout", cases=100, simulate=True)
+        out = start(
+            client, experiment_id="reply_noninferior_mistral", on="holdout", cases=100, simulate=True, seed=SEED
+        )
         sid = out["series"]["series_id"]
         assert out["series"]["status"] == "running"
         snap = settle(client, sid, timeout=240)
@@ -110,13 +112,19 @@ def test_showcase_noninferior_mistral_on_holdout_is_confirmed_and_writes_its_fin
     assert re.fullmatch(r"[0-9a-f]{64}", data["inputs"]["hash"])
     for needed in (
         "experiments/reply_noninferior_mistral/experiment.yaml",
-        "datasets/support_case_bulk.yaml",
+        "datasets/support_case_bulk#cases",  # the content of its own cases, not the whole dataset file
         "flows/support_case/revise.md",
         "agents/mistral.yaml",
         "checks/promises.py",
         "sim/agents.py",
     ):
         assert needed in files, needed
+    # Only what the series ran: no flow, agent or dataset it never used.
+    assert not [f for f in files if f.startswith(("flows/judge_panel", "agents/qwen", "datasets/support_case_cases"))]
+    assert data["seal"].startswith("hmac-sha256:") and data["evidence"]["attempts"] == 1200
+    assert data["evidence"]["inputs_hashes"] == [data["inputs"]["hash"]]  # every attempt ran on one set of inputs
+    assert [(r["series_id"], r["status"], r["cases"]) for r in data["reads"]] == [(sid, "done", 100)]
+    assert data["split"].startswith("sha256:") and data["scope"]["seed"] == SEED
 
     md = (root / "FINDINGS.md").read_text()
     assert "## overpromise" in md and "### On holdout cases" in md
@@ -129,6 +137,9 @@ def test_showcase_noninferior_mistral_on_holdout_is_confirmed_and_writes_its_fin
     # Editing the finding is caught; so is an edited FINDINGS.md.
     path.write_text(path.read_text().replace("verdict: confirmed", "verdict: refuted"))
     assert "E_FINDING_TAMPERED" in finding_codes(root)
+
+
+SEED = 12  # the simulators' seed of the showcase series: a replay on purpose, so its verdict is known
 
 
 def tiny_holdout(tmp_path: Path) -> tuple[Path, list[str]]:

@@ -298,13 +298,17 @@ def test_findings_that_link_outside_are_refused_and_never_shown(project: Path, o
 
 
 def test_the_inputs_manifest_never_reads_a_file_outside(project: Path, outside: Path) -> None:
-    from aqven.project.loader import load_project
-    from aqven.research.inputs import inputs_manifest
+    from aqven.research.inputs import series_manifest
+    from aqven.research.workspace import Workspace
 
     (outside / "notes.txt").write_text("OUTSIDE-SECRET")
     (project / "flows/answer/notes.txt").symlink_to(outside / "notes.txt")
     (project / "flows/answer/local.txt").write_text("inside")
-    manifest = inputs_manifest(load_project(project), "answers_right", "questions", simulated=True)
+    ws = Workspace.load(project)
+    variants = ws.experiment("answers_right").spec.variant_ids
+    manifest = series_manifest(
+        ws, flow_id="answer", variants=variants, experiment_id="answers_right", simulated=True
+    )
     assert "flows/answer/local.txt" in manifest
     assert not [f for f in manifest if "notes" in f or f.startswith("/")]
 

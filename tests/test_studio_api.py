@@ -16,7 +16,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from aqven.project.init import init_project
-from aqven.research.inputs import inputs_manifest
+from aqven.research.inputs import series_manifest
 from aqven.server import chat
 from aqven.server.app import create_app
 from aqven.server.routes_studio import freshness
@@ -186,12 +186,24 @@ def test_held_out_attempts_are_not_listed_one_by_one(client: TestClient) -> None
 
 def test_freshness_names_the_files_that_changed(project: Path) -> None:
     svc = ProjectService(project)
-    files = inputs_manifest(svc.project(), "reply_overpromise_risk", "support_case_cases", simulated=True)
+    ws = svc.workspace()
+    variants = ws.experiment("reply_overpromise_risk").spec.variant_ids
+    files = series_manifest(
+        ws, flow_id="support_case", variants=variants, experiment_id="reply_overpromise_risk", simulated=True
+    )
     data: dict[str, Any] = {
         "experiment_id": "reply_overpromise_risk",
-        "scope": {"dataset": "support_case_cases", "simulated": True},
+        "series_id": "ser_not_on_this_machine",
+        "scope": {"dataset": "support_case_cases", "simulated": True, "subject": {"flow": "support_case"}},
+        "variants": [{"id": v} for v in variants],
         "inputs": {"files": dict(files)},
     }
+    assert freshness(svc, data)["matches"] is True
+    assert not [f for f in files if f.startswith(("flows/judge_panel", "agents/qwen"))]  # only what it runs
+    # An edit of a flow and an agent the series never ran leaves the finding fresh (it measured neither).
+    panel = project / "flows" / "judge_panel" / "qwen.md"
+    panel.write_text(panel.read_text() + "\nAn unrelated edit.\n")
+    (project / "agents" / "qwen.yaml").write_text((project / "agents" / "qwen.yaml").read_text() + "\n# edited\n")
     assert freshness(svc, data)["matches"] is True
     prompt = project / "flows" / "support_case" / "revise.md"
     prompt.write_text(prompt.read_text() + "\nBe brief.\n")

@@ -128,6 +128,9 @@ def start_and_follow(client: Client, body: dict[str, Any], *, as_json: bool) -> 
     if not as_json:
         for line in plan_lines(plan):
             err_console.print(line, markup=False)
+        reread = (plan.get("earlier_reads") or {}).get("text")
+        if reread:
+            err_console.print(f"[yellow]warning[/yellow]: {reread}")
         console.print(
             f"series {series['series_id']}: {plan.get('attempts')} attempts ({plan.get('cases')} cases × "
             f"{plan.get('repeats')} repeats × {plan.get('variants')} variants) on {series['on']}, "

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from aqven.research.experiments import ExperimentSource
-from aqven.research.inputs import inputs_manifest, manifest_hash
+from aqven.research.inputs import manifest_hash, series_manifest, without_cases
 from aqven.research.workspace import Workspace
 from aqven.store.series import SeriesStore
 from aqven.store.series_tally import read_tally
@@ -58,9 +58,15 @@ def dev_estimates(ws: Workspace, store: SeriesStore, exp: ExperimentSource, *, s
     """The estimates of the newest done dev series of `exp` on today's inputs (in the same simulated or
     live mode), or None when there is none with a counted attempt."""
     spec = exp.spec
-    wanted = manifest_hash(inputs_manifest(ws.project, exp.id, spec.dataset.id, simulated=simulated))
+    # The same inputs but the cases (a dev series ran other cases than the planned one will).
+    today = series_manifest(
+        ws, flow_id=spec.subject.flow, variants=spec.variant_ids, experiment_id=exp.id, simulated=simulated
+    )
+    wanted = manifest_hash(without_cases(today))
     for s in store.list_series(experiment_id=exp.id, status="done", limit=MAX_SERIES_LOOKED_AT):
-        if s.kind != "experiment" or s.on != "dev" or s.simulated != simulated or s.inputs_hash != wanted:
+        if s.kind != "experiment" or s.on != "dev" or s.simulated != simulated:
+            continue
+        if manifest_hash(without_cases(s.inputs)) != wanted:
             continue
         tally = read_tally(store.db, s.id)
         cells = {v: [tally.cells.get(v, {}).get(c, (0.0, 0)) for c in s.plan.cases] for v in s.plan.variants}

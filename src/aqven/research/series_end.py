@@ -8,10 +8,12 @@ from typing import Any
 
 from aqven import ENGINE_VERSION
 from aqven.research.experiments import ExperimentSource, human_labels
-from aqven.research.findings import write_finding
+from aqven.research.findings import FINDING_VERSION, split_hash, write_finding
+from aqven.research.findings_verify import attempts_digest
 from aqven.research.holdout import series_error
-from aqven.research.inputs import inputs_manifest, manifest_hash
+from aqven.research.inputs import manifest_hash, plan_manifest
 from aqven.research.judge_correction import JudgeAccuracy, JudgeCorrection, agreement_record
+from aqven.research.reads import held_out_reads
 from aqven.research.verdict import CaseCell, QuestionSpec, Scope, decide, invalid_reason_for
 from aqven.research.workspace import Workspace
 from aqven.store.approvals import approvals_of
@@ -74,8 +76,24 @@ def compute_verdict(
         provisional=provisional,
         scope=scope,
         judge=_judge(s, tally),
-    )
-    return verdict.to_json()
+    ).to_json()
+    judge = s.plan.judge or {}
+    if s.plan.judge_unvalidated and judge.get("validated_by"):
+        # The judge names what validates it, but that experiment has no confirmed finding yet: say so, not
+        # "without validated_by" (which is not what happened).
+        verdict["text"] = verdict["text"].replace(
+            "judge without validated_by",
+            f"judge whose validated_by {judge['validated_by']} has no confirmed finding yet",
+        )
+    return verdict
+
+
+def inputs_changed(ws: Workspace, s: SeriesRow, done: list[AttemptRow]) -> bool:
+    """True when the series did not run on one set of inputs: an attempt recorded a hash other than the one the
+    series started on (an edit while it ran, even one put back before its end), or what it runs differs now."""
+    if any(a.inputs_hash is not None and a.inputs_hash != s.inputs_hash for a in done):
+        return True
+    return manifest_hash(plan_manifest(ws, s.plan, s.experiment_id, simulated=s.simulated)) != s.inputs_hash
 
 
 def _judge(s: SeriesRow, tally: SeriesTally) -> JudgeCorrection | None:
@@ -96,8 +114,7 @@ def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) 
         from aqven.research.series_runner import active_now
 
         fields["active_seconds"] = active_now(s)
-    manifest = inputs_manifest(ws.project, s.experiment_id, s.plan.dataset_id, simulated=s.simulated)
-    changed = manifest_hash(manifest) != s.inputs_hash
+    changed = inputs_changed(ws, s, done)
     status: str = "cancelled" if s.status == "cancelled" else "done"
     if status == "done" and done and len(infra) == len(done):
         first = min(infra, key=lambda a: a.idx)
@@ -128,7 +145,7 @@ def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) 
         and verdict["verdict"] != "invalid"
         and ended.experiment_id is not None
     ):
-        data = finding_data(ws, ended, attempts, tally, runs, verdict)
+        data = finding_data(ws, ended, attempts, tally, runs, verdict, store)
         data["approvals"] = approvals_of(store.db, series_id)  # who raised the cap, through which channel
         data |= _agreement(ws, ws.experiment(ended.experiment_id), ended, tally) | _corrected(verdict)
         path = write_finding(ws.project.root, data)
@@ -144,6 +161,7 @@ def finding_data(
     tally: SeriesTally,
     runs: RunStore,
     verdict: dict[str, Any],
+    store: SeriesStore,
 ) -> dict[str, Any]:
     assert s.experiment_id is not None
     exp = ws.experiment(s.experiment_id)
@@ -164,8 +182,19 @@ def finding_data(
         {"id": v.id, "nodes": dict(v.nodes), "models": sorted(models.get(v.id, set()))} for v in exp.spec.variants
     ]
     counted_cases = {a.case_name for a in done if a.outcome in COUNTED}
+    reads = [r for r in held_out_reads(store, s.experiment_id) if r["series_id"] != s.id]
+    reads.append(
+        {
+            "series_id": s.id,
+            "status": s.status,
+            "cases": len({a.case_name for a in attempts if a.status == "done"}),
+            "started_at": s.created_at,
+            "ended_at": s.ended_at,
+            "verdict": verdict["verdict"],
+        }
+    )
     return {
-        "finding_version": 1,
+        "finding_version": FINDING_VERSION,
         "experiment_id": s.experiment_id,
         "series_id": s.id,
         "failure_mode": exp.spec.failure_mode,
@@ -189,6 +218,7 @@ def finding_data(
             "ended_at": s.ended_at,
             "engine_version": ENGINE_VERSION,
             "simulated": s.simulated,
+            "seed": s.sim_seed,
             "subject": {"flow": s.plan.flow_id, "from": s.plan.from_node, "to": s.plan.to_node},
         },
         "spend": {"usd": str(spent), "cap_usd": s.cap_usd, "unpriced_attempts": unpriced, "lower_bound": unpriced > 0},
@@ -198,6 +228,18 @@ def finding_data(
             "codes": dict(codes),
         },
         "inputs": {"hash": s.inputs_hash, "files": s.inputs},
+        # What the verdict rests on: a digest of every attempt record (recomputed by `aqven check` where the
+        # series is stored), and the inputs every attempt ran on (one hash: the series' own).
+        "evidence": {
+            "attempts": len(attempts),
+            "attempts_digest": attempts_digest(attempts),
+            "inputs_hashes": sorted({a.inputs_hash for a in attempts if a.inputs_hash}),
+        },
+        # Every held-out read of this experiment so far (FINDINGS.md lists them all): re-reads are visible.
+        "reads": reads,
+        "judge": s.plan.judge,
+        # The salt of the split the series ran on (hashed): `package:` edited later is E_SPLIT_CHANGED.
+        "split": split_hash(ws.project.split_package),
     }
 
 

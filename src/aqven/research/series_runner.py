@@ -49,6 +49,7 @@ class _Tally:
     spent: Decimal
     reserve: Decimal | None
     closing: bool = False  # the 90% rule fired: start nothing more, pause once the running attempts finished
+    done: int = 0  # finished attempts (a held-out series refreshes the numbers it shows at coarse steps of these)
 
 
 def dec(text: str | None) -> Decimal:
@@ -131,6 +132,7 @@ class SeriesRunner:
         tally = _Tally(
             spent=sum((dec(a.cost_usd) for a in attempts), Decimal(0)),
             reserve=max((dec(a.cost_usd) for a in attempts if _sets_reserve(a)), default=None),
+            done=sum(a.status == "done" for a in attempts),
         )
         del attempts
         try:
@@ -165,6 +167,7 @@ class SeriesRunner:
                     if reruns:
                         for a in reruns:
                             self.store.requeue_for_rerun(series_id, a.idx, a.cost_usd or "0")
+                        tally.done -= len(reruns)
                         queue = self.store.attempts(series_id, status="queued")
                         continue
                     self._finalize(series_id)
@@ -241,6 +244,8 @@ class SeriesRunner:
                     unpriced=False,
                 )
             if result == "done":
+                tally.done += 1
+                self._coarse_step(s, tally.done)
                 tally.spent += cost - dec(attempt.cost_usd)  # its recorded cost already held an earlier try's
                 if outcome != "infra" or cost > 0:
                     # An attempt that failed before spending anything says nothing about what one costs: until
@@ -249,6 +254,14 @@ class SeriesRunner:
             return result
 
         return asyncio.ensure_future(run())
+
+    def _coarse_step(self, s: SeriesRow, done: int) -> None:
+        """A held-out series shows its numbers as of coarse steps only: store them when one is reached (at once,
+        before another attempt can finish, so a step holds exactly the attempts finished by then)."""
+        from aqven.research.series_view import is_sealed, refresh_sealed_view
+
+        if is_sealed(s):
+            refresh_sealed_view(self.store.get(s.id), self.store, done=done)
 
     async def _wait_any(self, running: dict[int, asyncio.Task[str]], wake: asyncio.Event) -> None:
         waker = asyncio.ensure_future(wake.wait())
@@ -307,6 +320,11 @@ class SeriesRunner:
                 unpriced=False,
             )
             return "done", dec(a.cost_usd), "infra"
+        ws, engine = self._ws(), self._engine()
+        started_on = a.inputs_hash
+        if started_on is None:  # what the attempt starts on (a wait for a person keeps it)
+            started_on = self._inputs_hash(s, ws)
+            self.store.set_attempt_inputs(s.id, a.idx, started_on)
         try:
             self.runs.get(run_id)
         except NotFoundError:
@@ -316,7 +334,7 @@ class SeriesRunner:
                 run_id=run_id,
                 side=a.side,  # the attempt's side: what may be shown of the run never depends on a later split
             )
-        record = await self._engine().execute(run_id)
+        record = await engine.execute(run_id)
         if record.status == "waiting_human":
             self.wake(s.id)
             return "waiting", Decimal(0), None
@@ -363,10 +381,30 @@ class SeriesRunner:
                 value = 0.0 if failed else 1.0
                 if failed:
                     code, message = "CHECK_FAILED", ", ".join(r.check_id for r in failed)
+        # The inputs it ran on: the same at its end as at its start, or both (an edit while it ran, even one put
+        # back later, shows as a hash no other attempt shares).
+        ended_on = self._inputs_hash(s, self._ws())
         self._finish(
-            s, a, outcome=outcome, value=value, code=code, message=message, checks=checks, cost=cost, unpriced=unpriced
+            s,
+            a,
+            outcome=outcome,
+            value=value,
+            code=code,
+            message=message,
+            checks=checks,
+            cost=cost,
+            unpriced=unpriced,
+            inputs_hash=started_on if ended_on == started_on else f"{started_on}>{ended_on}",
         )
         return "done", cost, outcome
+
+    def _inputs_hash(self, s: SeriesRow, ws: Workspace) -> str:
+        from aqven.research.inputs import attempt_inputs_hash
+
+        try:
+            return attempt_inputs_hash(ws, s.id, s.plan, s.experiment_id, simulated=s.simulated)
+        except Exception as exc:  # a file that vanished while it was read: the attempt's inputs are not the series'
+            return f"unreadable:{type(exc).__name__}"
 
     async def _score(self, s: SeriesRow, case: Case, record: Any, seed: int) -> list[Any]:
         if s.experiment_id is None:
@@ -404,6 +442,7 @@ class SeriesRunner:
         checks: list[dict[str, Any]],
         cost: Decimal,
         unpriced: bool,
+        inputs_hash: str | None = None,
     ) -> None:
         current = self.store.get(s.id)
         self.store.finish_attempt(
@@ -417,6 +456,7 @@ class SeriesRunner:
             cost_usd=str(cost),
             unpriced=unpriced,
             active_at_end=active_now(current),
+            inputs_hash=inputs_hash,
         )
 
     # ---- states ----

@@ -13,6 +13,7 @@ from aqven.engine.runner import Engine
 from aqven.errors import AqvenError, StateConflictError
 from aqven.research.caps import check_ceiling, parse_cap
 from aqven.research.launch import project_cap_state
+from aqven.research.reads import rereads
 from aqven.research.series_end import finalize
 from aqven.research.series_runner import SeriesRunner, active_now
 from aqven.research.series_start import SeriesStartBody, prepare_series
@@ -50,6 +51,10 @@ class SeriesService:
                 if found is not None:
                     return self._summary(found["id"], created=False)
             fields = await asyncio.to_thread(prepare_series, self.workspace(), self.engine(), body, self.store)
+            if fields["kind"] == "experiment" and fields["on"] == "holdout":
+                # Re-reads are visible: the plan says how many of its cases earlier held-out series read.
+                plan = fields["plan"]
+                plan.launch_plan["earlier_reads"] = rereads(self.store, str(fields["experiment_id"]), plan.cases)
             sid, created = self.store.create(**fields)
         if created and fields["status"] == "running":
             self.runner.drive(sid)

@@ -16,7 +16,7 @@ from aqven.research.caps import parse_cap
 from aqven.research.experiment_schema import MAX_REPEATS, CheckSpec
 from aqven.research.experiments import ExperimentSource, metric_check, selected_cases
 from aqven.research.holdout import hide_problems
-from aqven.research.inputs import inputs_manifest, manifest_hash
+from aqven.research.inputs import manifest_hash, plan_manifest
 from aqven.research.launch import Side, launch_plan, project_cap, validate_counts
 from aqven.research.launch_history import dev_estimates
 from aqven.research.series_order import attempt_plan, draw_seed
@@ -143,6 +143,7 @@ def prepare_series(
             )
         check_id = metric_check(spec, spec.question.metric)
         judge = next((c for c in spec.checks if c.id == check_id and c.judge is not None), None)
+        judge_info = _judge_info(ws, judge)
         plan = SeriesPlan(
             flow_id=spec.subject.flow,
             from_node=spec.subject.from_,
@@ -154,7 +155,8 @@ def prepare_series(
             repeats=body.repeats or spec.repeats,
             question=spec.question.model_dump(),
             deciding_check=check_id,
-            judge_unvalidated=judge is not None and not _validated(ws, judge.validated_by),
+            judge_unvalidated=judge_info is not None and judge_info["validated_by_finding"] is None,
+            judge=judge_info,
             judge_correction=_judge_accuracy(ws, judge),
             launch_plan=launch_plan(
                 ws,
@@ -222,7 +224,7 @@ def prepare_series(
         raise _refuse(shown, "some cases cannot run for some variants", held_out_cases=held_out)
     series_cap = cap if cap is not None else pcap
     above = series_cap > pcap
-    manifest = inputs_manifest(ws.project, body.experiment_id, plan.dataset_id, simulated=simulate)
+    manifest = plan_manifest(ws, plan, body.experiment_id, simulated=simulate)  # only what this series runs
     key = body.experiment_id or f"look:{plan.flow_id}"
     sim_seed = body.seed if body.seed is not None else draw_seed()
     order_seed = draw_seed()  # secret: never returned, so nobody derives which attempt runs when
@@ -292,19 +294,42 @@ def _judge_accuracy(ws: Workspace, judge: CheckSpec | None) -> dict[str, Any] | 
     return accuracy.to_json() if accuracy else None
 
 
-def _validated(ws: Workspace, validated_by: str | None) -> bool:
-    """A judge counts as validated when `validated_by` names an experiment with a confirmed held-out finding."""
+def _validating_finding(ws: Workspace, validated_by: str | None) -> str | None:
+    """The finding that validates a judge: a confirmed held-out finding of the experiment `validated_by` names,
+    one that verifies (research/findings_verify.py); its file, or None."""
     if not validated_by:
-        return False
-    from aqven.research.findings import is_intact, read_findings
+        return None
+    from aqven.research.findings import read_findings
+    from aqven.research.findings_verify import Verifier
 
-    for path, data in read_findings(ws.project.root):
-        if (
-            data
-            and is_intact(data)
-            and data.get("experiment_id") == validated_by
-            and data.get("verdict", {}).get("verdict") == "confirmed"
-            and path.exists()
-        ):
-            return True
-    return False
+    verifier = Verifier(ws.project.root)
+    best: tuple[str, str] | None = None  # (ended_at, file) of the newest
+    try:
+        for path, data in read_findings(ws.project.root):
+            if (
+                data
+                and data.get("experiment_id") == validated_by
+                and data.get("verdict", {}).get("verdict") == "confirmed"
+                and path.exists()
+                and verifier.verify(path, data).ok
+            ):
+                ended = str((data.get("scope") or {}).get("ended_at") or "")
+                if best is None or ended > best[0]:
+                    best = (ended, str(path.relative_to(ws.project.root)))
+    finally:
+        verifier.close()
+    return best[1] if best else None
+
+
+def _judge_info(ws: Workspace, check: Any) -> dict[str, Any] | None:
+    """What a finding decided by a judge names: the check, the judge's agent and model, what validates it."""
+    if check is None or check.judge is None:
+        return None
+    agent = ws.project.agents.get(check.judge.agent)
+    return {
+        "check": check.id,
+        "agent": check.judge.agent,
+        "model": agent.model if agent else None,
+        "validated_by": check.validated_by,
+        "validated_by_finding": _validating_finding(ws, check.validated_by),
+    }

@@ -23,6 +23,60 @@ from aqven.store.series_tally import COUNTED, SeriesTally, read_tally
 
 ETA_WINDOW_S = 300.0
 MAX_CASE_ROWS = 50
+# While a held-out series runs, its numbers move only at coarse steps: every 10% of its attempts, and never with
+# fewer than 20 new attempts, so the change between two snapshots never belongs to one attempt.
+COARSE_PARTS = 10  # a step is a tenth of the attempts ...
+COARSE_MIN = 20  # ... and at least 20 attempts
+OUTCOME_COUNTS = ("counted", "model_failures", "infra_errors")
+
+
+def coarse_step(attempts: int) -> int:
+    """How many attempts must finish between two refreshes of a held-out series' numbers."""
+    return max(COARSE_MIN, -(-attempts // COARSE_PARTS))
+
+
+def is_sealed(s: SeriesRow) -> bool:
+    """A series whose numbers are shown only at coarse steps while it runs: an experiment on held-out cases."""
+    return s.kind == "experiment" and s.on == "holdout"
+
+
+def refresh_sealed_view(s: SeriesRow, store: SeriesStore, *, done: int) -> bool:
+    """After an attempt of a held-out series finished (`done` finished now): store the numbers it shows until the
+    next coarse step, when `step` attempts finished since the last one. True when it refreshed."""
+    view = s.sealed_view or {}
+    total = len(s.plan.cases) * len(s.plan.variants) * s.plan.repeats
+    if done - int(view.get("done", 0)) < coarse_step(total):
+        return False
+    tally = read_tally(store.db, s.id)
+    verdict = compute_verdict(s, tally, provisional=True)
+    t = tally.total
+    store.update(
+        s.id,
+        sealed_view={
+            "done": t.done,
+            "matrix": matrix(s, tally, verdict),
+            "verdict": verdict,
+            "progress": {k: getattr(t, k) for k in OUTCOME_COUNTS},
+        },
+    )
+    return True
+
+
+def _sealed(s: SeriesRow, out: dict[str, Any]) -> None:
+    """A running held-out series as it may be shown: its per-variant numbers, outcome counts and provisional
+    verdict as of the last coarse step (none before the first), so no poll tells one attempt's result."""
+    view = s.sealed_view or {}
+    frozen = {m["variant"]: m for m in view.get("matrix") or []}
+    rows = []
+    for row in out["matrix"]:
+        keep = {"variant": row["variant"], "attempts": row["attempts"]}
+        old = frozen.get(row["variant"])
+        zero = {"done": 0, "counted": 0, "passes": 0, "model_failures": 0, "infra_errors": 0, "spend_usd": "0"}
+        rows.append({**zero, **(old or {}), **keep})
+    out["matrix"] = rows
+    out["verdict"] = view.get("verdict")
+    out["progress"].update({k: int((view.get("progress") or {}).get(k, 0)) for k in OUTCOME_COUNTS})
+    out["coarse"] = {"as_of_done": int(view.get("done", 0)), "step": coarse_step(out["progress"]["attempts"])}
 
 
 def eta(s: SeriesRow, tally: SeriesTally) -> dict[str, Any] | None:
@@ -189,6 +243,8 @@ def snapshot(s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases:
         "launch_plan": s.plan.launch_plan,
         "as_of": time.time(),
     }
+    if is_sealed(s) and s.ended_at is None:
+        _sealed(s, out)
     if include_cases:
         rows, hidden = case_rows(s, store, tally)
         out["cases"] = rows

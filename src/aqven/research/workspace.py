@@ -21,6 +21,8 @@ class Workspace:
     experiments: dict[str, ExperimentSource]
     load_diagnostics: list[Diagnostic] = field(default_factory=list)
     _cases: dict[str, dict[str, Case]] = field(default_factory=dict)
+    # Per series: the hash of its inputs as this loaded workspace has them (research/inputs.py).
+    inputs_hashes: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, root: Path) -> Workspace:

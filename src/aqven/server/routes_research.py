@@ -9,8 +9,10 @@ from pydantic import BaseModel, ConfigDict
 
 from aqven.project.local import simulate_enabled
 from aqven.research.findings import is_intact, read_findings, read_findings_md
+from aqven.research.findings_verify import Verifier
 from aqven.research.launch import Side, launch_plan
 from aqven.research.launch_history import dev_estimates
+from aqven.research.reads import planned_cases, rereads
 from aqven.research.series_start import SeriesStartBody
 from aqven.server.deps import service_of
 from aqven.server.security import approver_of
@@ -92,7 +94,7 @@ def post_launch_plan(
     exp = ws.experiment(experiment_id)
     # Plan with a dev series run in the mode this series would run in (simulated or live).
     simulated = simulate_enabled(ws.project.root, body.simulate)
-    return launch_plan(
+    plan = launch_plan(
         ws,
         exp,
         on=body.on,
@@ -101,6 +103,10 @@ def post_launch_plan(
         cap_usd=body.cap_usd,
         estimates=dev_estimates(ws, svc.series.store, exp, simulated=simulated),
     )
+    if body.on == "holdout":  # re-reads are visible: how many of these cases earlier held-out series read
+        cases = planned_cases(ws, experiment_id, "holdout", body.cases)
+        plan["earlier_reads"] = rereads(svc.series.store, experiment_id, cases)
+    return plan
 
 
 @router.post("/series", status_code=201)
@@ -153,15 +159,22 @@ async def stop_series(
 def list_findings(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
     root = svc.root
     items = []
-    for path, data in read_findings(root):
-        items.append(
-            {
-                "file": str(path.relative_to(root)),
-                "intact": bool(data and is_intact(data)),
-                "experiment_id": (data or {}).get("experiment_id"),
-                "series_id": (data or {}).get("series_id"),
-                "verdict": ((data or {}).get("verdict") or {}).get("verdict"),
-                "text": ((data or {}).get("verdict") or {}).get("text"),
-            }
-        )
+    verifier = Verifier(root, svc.db)
+    try:
+        for path, data in read_findings(root):
+            result = verifier.verify(path, data)
+            items.append(
+                {
+                    "file": str(path.relative_to(root)),
+                    "intact": bool(data and is_intact(data)),
+                    "verifies": result.ok,
+                    "problem": result.problem,
+                    "experiment_id": (data or {}).get("experiment_id"),
+                    "series_id": (data or {}).get("series_id"),
+                    "verdict": ((data or {}).get("verdict") or {}).get("verdict"),
+                    "text": ((data or {}).get("verdict") or {}).get("text"),
+                }
+            )
+    finally:
+        verifier.close()
     return {"findings": items, "findings_md": read_findings_md(root) or ""}

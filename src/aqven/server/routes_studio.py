@@ -27,8 +27,9 @@ from aqven.engine.compile import FlowCompiler
 from aqven.errors import AqvenError, NotFoundError
 from aqven.project.local import simulate_enabled
 from aqven.research.findings import is_intact, read_findings, read_findings_md
+from aqven.research.findings_verify import Verifier
 from aqven.research.holdout import HELD_OUT_RUN_SQL, run_held_out
-from aqven.research.inputs import inputs_manifest
+from aqven.research.inputs import plan_manifest, series_manifest, without_cases
 from aqven.research.series_view import snapshot
 from aqven.server import chat
 from aqven.server.deps import service_of
@@ -526,13 +527,27 @@ def series_attempts(
 
 
 def freshness(svc: ProjectService, data: dict[str, Any]) -> dict[str, Any]:
-    """Whether a finding's input hashes still match the project's files now."""
+    """Whether a finding's input hashes still match what its series ran on, as the project has it now: the
+    files of its subject, variants, agents and checks, and (when this machine holds the series) its cases."""
     files: dict[str, str] = ((data.get("inputs") or {}).get("files")) or {}
     scope = data.get("scope") or {}
+    ws = svc.workspace()
     try:
-        current = inputs_manifest(
-            svc.project(), data.get("experiment_id"), str(scope.get("dataset")), simulated=bool(scope.get("simulated"))
-        )
+        series = svc.series.store.get(str(data.get("series_id")))
+    except AqvenError:
+        series = None
+    try:
+        if series is not None:
+            current = plan_manifest(ws, series.plan, series.experiment_id, simulated=series.simulated)
+        else:  # a clone without the series: its cases cannot be named here, the files still can
+            current = series_manifest(
+                ws,
+                flow_id=str((scope.get("subject") or {}).get("flow")),
+                variants=[str(v.get("id")) for v in data.get("variants") or [] if isinstance(v, dict)],
+                experiment_id=data.get("experiment_id"),
+                simulated=bool(scope.get("simulated")),
+            )
+            files = without_cases(files)
     except (AqvenError, OSError) as exc:
         return {"matches": False, "error": str(exc), "changed": [], "added": [], "removed": []}
     changed = sorted(f for f in files if f in current and current[f] != files[f])
@@ -552,16 +567,23 @@ def studio_findings(svc: ProjectService = Depends(service_of)) -> dict[str, Any]
     """FINDINGS.md, and each finding file with its cells and whether its input hashes still match."""
     root = svc.root
     items = []
+    verifier = Verifier(root, svc.db)
     for path, data in read_findings(root):
         rel = str(path.relative_to(root))
         if not data:
-            items.append({"file": rel, "readable": False, "intact": False})
+            items.append({"file": rel, "readable": False, "intact": False, "verifies": False})
             continue
+        result = verifier.verify(path, data)
         items.append(
             {
                 "file": rel,
                 "readable": True,
                 "intact": is_intact(data),
+                "verifies": result.ok,
+                "problem": result.problem,
+                "unchecked": result.unchecked,
+                "judge": data.get("judge"),
+                "reads": data.get("reads"),
                 **{
                     k: data.get(k)
                     for k in (

@@ -234,6 +234,14 @@ class SeriesStore:
             )
             return cur.rowcount == 1
 
+    def set_attempt_inputs(self, series_id: str, idx: int, inputs_hash: str) -> None:
+        """Record the hash of the inputs an attempt starts on (kept across a wait for a person)."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                "UPDATE attempts SET inputs_hash=? WHERE series_id=? AND idx=? AND inputs_hash IS NULL",
+                (inputs_hash, series_id, idx),
+            )
+
     def finish_attempt(
         self,
         series_id: str,
@@ -247,11 +255,14 @@ class SeriesStore:
         cost_usd: str,
         unpriced: bool,
         active_at_end: float,
+        inputs_hash: str | None = None,
     ) -> None:
+        """Mark a running attempt done; `inputs_hash` (when given) is the hash of the inputs it ran on."""
         with self.db.transaction() as cur:
             cur.execute(
                 "UPDATE attempts SET status='done', outcome=?, value=?, error_code=?, error_message=?, checks=?,"
-                " cost_usd=?, unpriced=?, ended_at=?, active_at_end=? WHERE series_id=? AND idx=? AND status='running'",
+                " cost_usd=?, unpriced=?, ended_at=?, active_at_end=?, inputs_hash=COALESCE(?, inputs_hash)"
+                " WHERE series_id=? AND idx=? AND status='running'",
                 (
                     outcome,
                     value,
@@ -262,6 +273,7 @@ class SeriesStore:
                     int(unpriced),
                     now_iso(),
                     active_at_end,
+                    inputs_hash,
                     series_id,
                     idx,
                 ),
@@ -272,7 +284,8 @@ class SeriesStore:
         with self.db.transaction() as cur:
             cur.execute(
                 "UPDATE attempts SET status='queued', reruns=reruns+1, run_id=NULL, outcome=NULL, value=NULL,"
-                " error_code=NULL, error_message=NULL, checks=NULL, cost_usd=?, ended_at=NULL, active_at_end=NULL"
+                " error_code=NULL, error_message=NULL, checks=NULL, cost_usd=?, ended_at=NULL, active_at_end=NULL,"
+                " inputs_hash=NULL"
                 " WHERE series_id=? AND idx=?",
                 (spent_before, series_id, idx),
             )

@@ -38,6 +38,9 @@ class SeriesPlan(BaseModel):
     judge_unvalidated: bool = False
     judge_correction: dict[str, Any] | None = None
     """The deciding judge's accuracy from its validated_by finding (judge_correction.JudgeAccuracy.to_json())."""
+    # When a judge decides: its check, agent and model, its validated_by and the confirmed finding that validates
+    # it (None when there is none yet), as they were at the start.
+    judge: dict[str, Any] | None = None
     launch_plan: dict[str, Any] = Field(default_factory=dict)
     look: LookSpec | None = None
     simulate: bool = False

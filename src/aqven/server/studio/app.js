@@ -943,6 +943,7 @@ function drawPlan(p, refresh) {
     p.below_recommended && rec.text ? h('div', { class: 'note warn', role: 'status' }, h('b', {}, 'Fewer cases than recommended: '), rec.text) : null,
     capPendingNote(p, refresh),
     p.needs_approval ? h('div', { class: 'note warn' }, 'This cap is above the project cap: the series will wait for approval before anything runs.') : null,
+    p.earlier_reads && p.earlier_reads.text ? h('div', { class: 'note warn', role: 'status', id: 'earlier-reads' }, h('b', {}, 'Read before: '), p.earlier_reads.text) : null,
     p.on === 'holdout' ? h('div', { class: 'note' }, 'Confirm reads the held-out cases once per question: start it when the change is done and the question is fixed. A verdict other than invalid writes a finding and regenerates FINDINGS.md.') : null,
   ];
 }
@@ -1173,13 +1174,15 @@ function findingCard(f, want) {
   const comps = (f.comparisons || []).map(c => ({ label: `${c.variant} − ${c.baseline}`, est: c.estimate, low: c.low, high: c.high, level: c.level, cls: clsOf(c.decision) }));
   return h('section', { class: 'card finding', 'data-file': f.file, tabindex: -1, style: want === f.file ? 'border-color:#2357c6' : null },
     h('h3', { style: 'margin-top:0' }, link('#/experiments/' + encodeURIComponent(f.experiment_id), f.experiment_id), ' ', badge(v.verdict), ' ', simBadge(sc.simulated),
-      ' ', f.intact ? null : badge('edited: E_FINDING_TAMPERED', 'bad')),
+      ' ', f.intact && f.verifies !== false ? null : badge('does not verify: E_FINDING_TAMPERED', 'bad')),
     h('p', {}, h('q', {}, v.text)),
     kv([['failure mode', f.failure_mode], ['series', link('#/series/' + f.series_id, f.series_id)],
       ['scope', `${sc.cases} ${sc.on === 'holdout' ? 'held-out' : ''} cases × ${sc.repeats} repeats of ${sc.dataset}, ${sc.attempts} attempts, ${String(sc.started_at || '').slice(0, 10)}`],
       ['models', (f.variants || []).map(x => `${x.id}: ${(x.models || []).join(', ') || '—'}`).join(' · ')],
       ['spend', (f.spend && f.spend.lower_bound ? 'at least ' : '') + fmt.money(f.spend && f.spend.usd)],
-      ['file', h('code', {}, f.file)]]),
+      f.judge ? ['judge', `${f.judge.agent} (${f.judge.model || 'model unknown'}) decides ${f.judge.check}; validated by ${f.judge.validated_by_finding || (f.judge.validated_by ? f.judge.validated_by + ' (no confirmed finding yet)' : 'nothing: no validated_by')}`] : null,
+      f.reads && f.reads.length > 1 ? ['held-out reads', `${f.reads.length} series of this experiment read held-out cases: ` + f.reads.map(r => `${r.series_id} ${r.status} on ${r.cases}`).join('; ')] : null,
+      ['file', h('code', {}, f.file)]].filter(Boolean)),
     fr.matches ? h('div', { class: 'note ok fresh' }, `Its inputs still match: the ${fr.files} files it ran on have the same hashes now.`)
       : h('div', { class: 'note warn stale' }, h('b', {}, 'Inputs changed since this series: '), 'the finding does not speak for the project as it is now. ',
         [['changed', fr.changed], ['added', fr.added], ['removed', fr.removed]].filter(([, l]) => l && l.length).map(([k, l]) => h('div', { class: 'mono' }, `${k}: ${l.slice(0, 8).join(', ')}${l.length > 8 ? ` … +${l.length - 8}` : ''}`)), fr.error ? h('div', {}, fr.error) : null),
