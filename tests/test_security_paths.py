@@ -306,9 +306,7 @@ def test_the_inputs_manifest_never_reads_a_file_outside(project: Path, outside: 
     (project / "flows/answer/local.txt").write_text("inside")
     ws = Workspace.load(project)
     variants = ws.experiment("answers_right").spec.variant_ids
-    manifest = series_manifest(
-        ws, flow_id="answer", variants=variants, experiment_id="answers_right", simulated=True
-    )
+    manifest = series_manifest(ws, flow_id="answer", variants=variants, experiment_id="answers_right", simulated=True)
     assert "flows/answer/local.txt" in manifest
     assert not [f for f in manifest if "notes" in f or f.startswith("/")]
 

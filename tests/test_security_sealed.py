@@ -182,7 +182,8 @@ def test_differencing_reads_are_announced_and_every_read_is_listed(tiny_env: Pat
         r = client.post(f"/api/series/{cid}/cancel")
         assert r.status_code == 200
         (hold / "open").touch()
-        assert settle_rest(client, cid)["status"] == "cancelled"
+        ended = wait_until(lambda: (x := get(client, cid, wait=1))["ended_at"] is not None and x)
+        assert ended["status"] == "cancelled"  # its running attempt finished (and read its case)
         read = {*run_order(root, ids[2]), *[a["case_name"] for a in attempts(root, cid) if a["status"] == "done"]}
         last = start(client, experiment_id="rate", on="holdout", cases=6, simulate=True)
         assert f"read {len(read)} of these held-out cases (6)" in last["launch_plan"]["earlier_reads"]["text"]

@@ -40,10 +40,19 @@ def test_first_attempt_runs_alone_then_side_by_side(
         assert len(runs_of(root, sid)) == 1
         first_case = now[0]["case_name"]
         (hold / first_case).touch()  # the first attempt may finish now
-        # Then attempts run side by side, up to the concurrency limit (they wait at the hold).
-        wait_until(lambda: sum(a["status"] == "running" for a in attempts(root, sid)) == 4)
+        # Then attempts run side by side, ramping up while the reserve is learned (they wait at the hold): two
+        # while one attempt's cost is known, four (the concurrency limit) once three are.
+        def running() -> list[str]:
+            return [a["case_name"] for a in attempts(root, sid) if a["status"] == "running"]
+
+        wait_until(lambda: len(running()) == 2)
         time.sleep(0.2)
-        assert sum(a["status"] == "running" for a in attempts(root, sid)) == 4
+        assert len(running()) == 2
+        for case in running():
+            (hold / case).touch()
+        wait_until(lambda: len(running()) == 4)
+        time.sleep(0.2)
+        assert len(running()) == 4
         (hold / "open").touch()
         assert settle(client, sid)["status"] == "done"
     done = attempts(root, sid)

@@ -60,18 +60,22 @@ def test_a_human_node_pauses_the_series_until_a_person_answers(tiny_env: Path, t
         snap = settle(client, sid)
         assert snap["status"] == "waiting_human"
         assert snap["eta"] == {"state": "paused"}
+        # The first attempt waits alone (its cost is not known before it ends); once answered, the others run.
+        first = client.get("/api/runs", params={"series_id": sid, "status": "waiting_human"}).json()
+        assert len(first) == 1 and first[0]["series_id"] == sid
+        time.sleep(0.2)
+        assert get(client, sid)["status"] == "waiting_human"
+        assert get(client, sid)["progress"]["running"] == 1 and get(client, sid)["progress"]["queued"] == 2
+        r = client.post(f"/api/runs/{first[0]['id']}/human/approve", json={"answer": {"ok": True}})
+        assert r.status_code == 200, r.text
         waiting = wait_until(
             lambda: (
-                len(w := client.get("/api/runs", params={"series_id": sid, "status": "waiting_human"}).json()) == 3
+                len(w := client.get("/api/runs", params={"series_id": sid, "status": "waiting_human"}).json()) == 2
                 and w
             )
         )
-        assert {r["series_id"] for r in waiting} == {sid}
-        time.sleep(0.2)
-        assert get(client, sid)["status"] == "waiting_human"
-
-        answers = [True, True, False]
-        for run, ok in zip(waiting, answers, strict=True):
+        assert settle(client, sid)["status"] == "waiting_human"
+        for run, ok in zip(waiting, [True, False], strict=True):
             r = client.post(f"/api/runs/{run['id']}/human/approve", json={"answer": {"ok": ok}})
             assert r.status_code == 200, r.text
         snap = settle(client, sid, include_cases=True)
@@ -85,18 +89,26 @@ def test_a_human_node_pauses_the_series_until_a_person_answers(tiny_env: Path, t
 
 
 def test_one_answer_resumes_the_series_while_others_still_wait(tiny_env: Path, tmp_path: Path) -> None:
-    root = write_tiny(tmp_path / "tiny", case_names(2, 1))
+    root = write_tiny(tmp_path / "tiny", case_names(3, 1))
     with client_for(root) as client:
         sid = start(client, experiment_id="reviewed", simulate=True)["series"]["series_id"]
         assert settle(client, sid)["status"] == "waiting_human"
-        waiting = client.get("/api/runs", params={"series_id": sid, "status": "waiting_human"}).json()
-        assert len(waiting) == 2
+        first = client.get("/api/runs", params={"series_id": sid, "status": "waiting_human"}).json()
+        assert len(first) == 1  # the first attempt waits alone
+        r = client.post(f"/api/runs/{first[0]['id']}/human/approve", json={"answer": {"ok": True}})
+        assert r.status_code == 200, r.text
+        waiting = wait_until(
+            lambda: (
+                len(w := client.get("/api/runs", params={"series_id": sid, "status": "waiting_human"}).json()) == 2
+                and w
+            )
+        )
         r = client.post(f"/api/runs/{waiting[0]['id']}/human/approve", json={"answer": {"ok": True}})
         assert r.status_code == 200, r.text
-        wait_until(lambda: get(client, sid)["progress"]["done"] == 1)
+        wait_until(lambda: get(client, sid)["progress"]["done"] == 2)
         snap = get(client, sid, wait=2)
-        assert snap["status"] == "waiting_human" and snap["progress"]["done"] == 1
+        assert snap["status"] == "waiting_human" and snap["progress"]["done"] == 2
         r = client.post(f"/api/runs/{waiting[1]['id']}/human/approve", json={"answer": {"ok": True}})
         assert r.status_code == 200, r.text
         snap = settle(client, sid)
-        assert snap["status"] == "done" and snap["matrix"][0]["passes"] == 2
+        assert snap["status"] == "done" and snap["matrix"][0]["passes"] == 3

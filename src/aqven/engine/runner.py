@@ -95,7 +95,7 @@ class Engine:
                 code="RANGE_INVALID",
                 hint=f"top-level nodes in order: {', '.join(top)}",
             )
-        missing = sorted(self._needed_above(flow, start, end) - set(request.node_outputs))
+        missing = sorted(needed_above(flow, start, end) - set(request.node_outputs))
         if missing:
             raise RunInputError(
                 f"the range {top[start]}..{top[end]} reads {', '.join(missing)}, which runs above the range, and "
@@ -112,20 +112,6 @@ class Engine:
                     hint="give the input the flow declares (see `aqven check` or the flow's flow.yaml)",
                 ) from None
         return flow
-
-    def _needed_above(self, flow: CompiledFlow, start: int, end: int) -> set[str]:
-        above = set(flow.top_ids()[:start])
-        needed: set[str] = set()
-        for node in flow.nodes[start : end + 1]:
-            for n in [node, *_descendants(node)]:
-                for b in _node_bindings(n):
-                    if b.source == "node" and b.node in above:
-                        needed.add(b.node)
-        if end == len(flow.nodes) - 1 and start > 0:
-            b = parse_binding(flow.result)
-            if b.node in above:
-                needed.add(b.node)
-        return needed
 
     # ---- executing ----
 
@@ -425,6 +411,22 @@ class Engine:
                 hint="return what the node's output declares",
             ) from None
         return value
+
+
+def needed_above(flow: CompiledFlow, start: int, end: int) -> set[str]:
+    """The top-level nodes above the range start..end whose outputs the range reads (a case's node_outputs)."""
+    above = set(flow.top_ids()[:start])
+    needed: set[str] = set()
+    for node in flow.nodes[start : end + 1]:
+        for n in [node, *_descendants(node)]:
+            for b in _node_bindings(n):
+                if b.source == "node" and b.node in above:
+                    needed.add(b.node)
+    if end == len(flow.nodes) - 1 and start > 0:
+        b = parse_binding(flow.result)
+        if b.node in above:
+            needed.add(b.node)
+    return needed
 
 
 def _descendants(node: CompiledNode) -> list[CompiledNode]:

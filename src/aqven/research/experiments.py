@@ -296,6 +296,7 @@ def check_experiment(
                     ("varies", "nodes", i),
                     "agent and prompt vary llm nodes; flow varies call nodes; use varies any node",
                 )
+    first_compiled: CompiledFlow | None = None
     for i, variant in enumerate(spec.variants):
         before = len(a.diagnostics)
         patch = a.patch(i)
@@ -303,12 +304,17 @@ def check_experiment(
             continue
         compiler = FlowCompiler(project, patch)
         compiled = compiler.compile(spec.subject.flow)
+        first_compiled = first_compiled or compiled
         for d in compiler.diagnostics:
             d = d.model_copy(update={"message": f"variant {variant.id!r}: {d.message}"})
             a.diagnostics.append(d)
         if compiled is not None and spec.varies and spec.varies.what == "flow":
             _check_flow_swap(a, project, exp, patch, compiled, i)
     _check_dataset(a, project, exp)
+    if first_compiled is not None:  # every variant takes the same input and range: one is enough for the cases
+        from aqven.research.case_check import check_cases
+
+        a.diagnostics += check_cases(project, exp.id, spec, first_compiled)
     _check_checks(a, project, exp, experiments)
     _check_question(a, exp)
     return _dedupe(a.diagnostics)

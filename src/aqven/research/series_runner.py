@@ -1,12 +1,13 @@
 """The series scheduler: runs the attempts of a series under its spend cap, then decides.
 
 Rules, in the order applied (DESIGN §6): the first attempt runs alone and its cost becomes the
-reserve (the most any finished attempt cost); then attempts run side by side up to the concurrency
-limit, and before starting one, if spent + reserve × (running + 1) reaches 90% of the cap, nothing
-more starts, the running ones finish and the series waits for approval. Cancel stops new starts and
-lets running attempts finish (they are paid). A rate-limited attempt runs once more at the end.
-Everything is in the database, so a restarted server resumes a series without losing or repeating
-a finished attempt.
+reserve (the most any finished attempt cost); then attempts run side by side, ramping up with what the
+series learned (one more than the attempts that finished with a cost: 1, 2, 4, 8, ... up to the
+concurrency limit), and before starting one, if spent + reserve × (running + waiting for a person + 1)
+reaches 90% of the cap, nothing more starts, the running ones finish and the series waits for approval.
+Cancel stops new starts and lets running attempts finish (they are paid). A rate-limited attempt runs
+once more at the end. Everything is in the database, so a restarted server resumes a series without
+losing or repeating a finished attempt.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class _Tally:
     reserve: Decimal | None
     closing: bool = False  # the 90% rule fired: start nothing more, pause once the running attempts finished
     done: int = 0  # finished attempts (a held-out series refreshes the numbers it shows at coarse steps of these)
+    learned: int = 0  # finished attempts that told what an attempt costs: the ramp allows one more than these
 
 
 def dec(text: str | None) -> Decimal:
@@ -133,6 +135,7 @@ class SeriesRunner:
             spent=sum((dec(a.cost_usd) for a in attempts), Decimal(0)),
             reserve=max((dec(a.cost_usd) for a in attempts if _sets_reserve(a)), default=None),
             done=sum(a.status == "done" for a in attempts),
+            learned=sum(_sets_reserve(a) for a in attempts),
         )
         del attempts
         try:
@@ -173,12 +176,16 @@ class SeriesRunner:
                     self._finalize(series_id)
                     await self.notify()
                     return
-                if self._start_more(s, queue, running, tally):
+                if self._start_more(s, queue, running, tally, waiting=len(waiting)):
                     await self.notify()
                     return  # paused at the cap
                 if running:
                     await self._wait_any(running, wake)
                 elif waiting:
+                    # Nothing runs, and nothing may start before a person answers (the first attempt's cost is not
+                    # known yet, or the waiting attempts' reserves reach the cap): the series waits for them.
+                    self._set_status(s, "waiting_human")
+                    await self.notify()
                     await wake.wait()
         except asyncio.CancelledError:
             for task in running.values():
@@ -201,19 +208,32 @@ class SeriesRunner:
         return [self.store.attempt(series_id, r["idx"]) for r in rows]
 
     def _start_more(
-        self, s: SeriesRow, queue: list[AttemptRow], running: dict[int, asyncio.Task[str]], tally: _Tally
+        self,
+        s: SeriesRow,
+        queue: list[AttemptRow],
+        running: dict[int, asyncio.Task[str]],
+        tally: _Tally,
+        *,
+        waiting: int = 0,
     ) -> bool:
-        """Start what the cap and the concurrency allow; True when the series paused at the cap."""
+        """Start what the cap, the ramp and the concurrency allow; True when the series paused at the cap.
+
+        An attempt waiting for a person (a human node) still holds its reserve: it has spent, and will spend
+        more once answered. After the first attempt, attempts side by side ramp up with what the series learned
+        of their cost: one more than the attempts that finished with a cost (1, 2, 4, 8, ... up to the
+        concurrency limit), so a series with uneven costs learns a higher reserve before a wide batch starts.
+        """
         cap = dec(s.cap_usd)
-        limit = self._ws().project.config.concurrency
+        limit = min(self._ws().project.config.concurrency, tally.learned + 1)
         while queue and len(running) < limit:
+            held = len(running) + waiting  # attempts that are spending: running, or waiting for a person
             if tally.reserve is None:
-                if running:
+                if held:
                     break  # the first attempt runs alone: nothing has a price yet
-            elif tally.closing or tally.spent + tally.reserve * (len(running) + 1) >= PAUSE_AT * cap:
+            elif tally.closing or tally.spent + tally.reserve * (held + 1) >= PAUSE_AT * cap:
                 # Near the cap: no new attempt starts; the running ones finish, then the series waits for a person.
                 tally.closing = True
-                if running:
+                if held:
                     break
                 self._pause_at_cap(s, tally.spent)
                 return True
@@ -251,6 +271,7 @@ class SeriesRunner:
                     # An attempt that failed before spending anything says nothing about what one costs: until
                     # one that does finishes, attempts keep running one at a time.
                     tally.reserve = cost if tally.reserve is None else max(tally.reserve, cost)
+                    tally.learned += 1
             return result
 
         return asyncio.ensure_future(run())

@@ -8,11 +8,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from aqven.engine.compiled import CompiledFlow
 from aqven.engine.runner import Engine
 from aqven.errors import AqvenError, NotFoundError
 from aqven.project.local import simulate_enabled
-from aqven.project.schema import Case
+from aqven.project.schema import AgentSpec, Case
 from aqven.research.caps import parse_cap
+from aqven.research.case_check import CASE_CODES
 from aqven.research.experiment_schema import MAX_REPEATS, CheckSpec
 from aqven.research.experiments import ExperimentSource, metric_check, selected_cases
 from aqven.research.holdout import hide_problems
@@ -74,26 +76,67 @@ def request_for(plan: SeriesPlan, case: Case, variant: str, seed: int, experimen
 
 
 def _project_problems(ws_root: Any) -> list[dict[str, Any]]:
+    """The project's errors, but a case no experiment's subject can run (E_CASE_*): that blocks only a series
+    on that case, which refuses it per case and variant (NOT_RUNNABLE) without naming a held-out one."""
     _ws, diagnostics = check_workspace(ws_root)
     return [
         {"code": d.code, "file": d.file, "line": d.line, "message": d.message, "hint": d.hint}
         for d in diagnostics
-        if d.severity == "error"
+        if d.severity == "error" and d.code not in CASE_CODES
     ]
 
 
+def _without_simulator(flow: CompiledFlow, judges: list[AgentSpec]) -> str | None:
+    """In simulated mode: the first agent of the flow (its called flows included) or of a judge check that has
+    no simulator, as a message; None when every one has one."""
+    for node in flow.walk():
+        if node.agent is not None and not node.agent.simulator:
+            return f"agent {node.agent.id!r} of node {node.id!r} has no simulator, and the series runs simulated"
+        if node.called is not None:
+            inner = _without_simulator(node.called, [])
+            if inner:
+                return inner
+    for agent in judges:
+        if not agent.simulator:
+            return f"judge agent {agent.id!r} has no simulator, and the series runs simulated"
+    return None
+
+
 def _case_problems(
-    engine: Engine, plan: SeriesPlan, cases: list[Case], experiment_id: str | None
+    engine: Engine,
+    plan: SeriesPlan,
+    cases: list[Case],
+    experiment_id: str | None,
+    judges: list[AgentSpec] | None = None,
 ) -> list[dict[str, Any]]:
+    """One problem per case and variant that cannot run, found before any model call: the range, the
+    node_outputs it needs, and (simulated) an agent without a simulator, which would fail only after the other
+    variants had spent money."""
     problems: list[dict[str, Any]] = []
+    no_sim: dict[str, str | None] = {}
     for case in cases:
         for variant in plan.variants:
             try:
-                engine.prepare(request_for(plan, case, variant, 0, experiment_id))
+                flow = engine.prepare(request_for(plan, case, variant, 0, experiment_id))
             except AqvenError as exc:
                 problems.append(
                     {"case": case.name, "variant": variant, "code": exc.code, "message": exc.message, "hint": exc.hint}
                 )
+                continue
+            if plan.simulate:
+                if variant not in no_sim:
+                    no_sim[variant] = _without_simulator(flow, judges or [])
+                message = no_sim[variant]
+                if message:
+                    problems.append(
+                        {
+                            "case": case.name,
+                            "variant": variant,
+                            "code": "SIMULATOR_MISSING",
+                            "message": message,
+                            "hint": "add 'simulator: file.py:function' to the agent file, or run without --simulate",
+                        }
+                    )
     return problems
 
 
@@ -217,7 +260,12 @@ def prepare_series(
                 "cap_usd": str(cap if cap is not None else pcap),
             },
         )
-    problems = _case_problems(engine, plan, cases, body.experiment_id)
+    judges = [
+        ws.project.agents[c.judge.agent]
+        for c in (exp.spec.checks if exp is not None else [])
+        if c.judge is not None and c.judge.agent in ws.project.agents
+    ]
+    problems = _case_problems(engine, plan, cases, body.experiment_id, judges)
     if problems:
         # Working (dev) cases by name; held-out ones only by a label, and counted.
         shown, held_out = hide_problems(lambda case: plan.sides.get(str(case)) != "dev", problems)
