@@ -40,6 +40,7 @@ def test_first_attempt_runs_alone_then_side_by_side(
         assert len(runs_of(root, sid)) == 1
         first_case = now[0]["case_name"]
         (hold / first_case).touch()  # the first attempt may finish now
+
         # Then attempts run side by side, ramping up while the reserve is learned (they wait at the hold): two
         # while one attempt's cost is known, four (the concurrency limit) once three are.
         def running() -> list[str]:

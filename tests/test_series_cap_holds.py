@@ -52,7 +52,7 @@ def test_attempts_waiting_for_a_person_keep_their_reserve(tiny_env: Path, tmp_pa
                 r = client.post(f"/api/runs/{run['id']}/human/approve", json={"answer": {"ok": True}})
                 assert r.status_code == 200, r.text
             answered = {run["id"] for run in waiting}
-            wait_until(lambda: all(r["status"] == "done" for r in runs_of(root, sid) if r["id"] in answered))
+            wait_until(lambda a=answered: all(r["status"] == "done" for r in runs_of(root, sid) if r["id"] in a))
         snap = settle(client, sid)
     assert snap["status"] == "awaiting_approval" and snap["pause"]["reason"] == "spend_near_cap"
     assert spent_by_runs(root, sid) <= Decimal("0.05")
