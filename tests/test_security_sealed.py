@@ -179,7 +179,7 @@ def test_differencing_reads_are_announced_and_every_read_is_listed(tiny_env: Pat
         )
         cid = cancelled["series"]["series_id"]
         wait_until(lambda: any(a["status"] == "running" for a in attempts(root, cid)))
-        r = client.post(f"/api/series/{cid}/cancel")
+        r = client.post(f"/api/series/{cid}/cancel", json={})
         assert r.status_code == 200
         (hold / "open").touch()
         ended = wait_until(lambda: (x := get(client, cid, wait=1))["ended_at"] is not None and x)
@@ -234,3 +234,23 @@ def test_an_edit_put_back_while_a_held_out_series_runs_makes_it_invalid(
     series_hash = rows(root, "SELECT inputs_hash FROM series WHERE id=?", (sid,))[0]["inputs_hash"]
     assert hashes.count(series_hash) < len(hashes)  # the attempts of the edited window recorded other inputs
     assert prompt.read_text() == original  # and the file itself was put back
+
+
+def test_a_look_on_a_held_out_case_tells_nothing_through_its_numbers(tiny_env: Path, tmp_path: Path) -> None:
+    """Differencing with a look: a look on one held-out case would give that case's result through the matrix."""
+    bad = first_on("holdout", "fail")
+    good = case_names(1, 0)[0]
+    root = write_tiny(tmp_path / "tiny", [good, bad])
+    with client_for(root) as client:
+        results = []
+        for names_ in ([bad], [good, bad]):
+            look = {"flow_id": "answer", "dataset_id": "cases", "case_names": names_}
+            r = client.post("/api/series", json={"look": look, "simulate": True})
+            assert r.status_code == 201, r.text
+            results.append(settle_rest(client, r.json()["series"]["series_id"], include_cases=True))
+    alone, both = results
+    assert alone["progress"]["done"] == 1 and alone["progress"]["held_out_attempts"] == 1
+    assert alone["matrix"][0]["counted"] == 0 and alone["matrix"][0]["passes"] == 0
+    assert alone["progress"]["counted"] == 0 and alone["cases"] == [] and alone["hidden_cases"] == 1
+    assert both["matrix"][0]["counted"] == 1 and both["matrix"][0]["passes"] == 1  # the working case only
+    assert [c["case"] for c in both["cases"]] == [good]

@@ -245,6 +245,13 @@ def snapshot(s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases:
     }
     if is_sealed(s) and s.ended_at is None:
         _sealed(s, out)
+    elif s.kind == "look" and any(side != "dev" for side in s.plan.sides.values()):
+        # A look that ran held-out cases: its numbers are those of its working cases only (a look on one
+        # held-out case would otherwise give that case's result through the aggregates).
+        dev = read_tally(store.db, s.id, side="dev")
+        out["matrix"] = matrix(s, dev, None)
+        out["progress"].update({k: getattr(dev.total, k) for k in OUTCOME_COUNTS})
+        out["progress"]["held_out_attempts"] = total.attempts - dev.total.attempts
     if include_cases:
         rows, hidden = case_rows(s, store, tally)
         out["cases"] = rows

@@ -167,6 +167,9 @@ class Progress(Open):
     model_failures: int
     infra_errors: int
     reruns: int = 0
+    held_out_attempts: int | None = Field(
+        None, description="a look that ran held-out cases: how many attempts were on them (not in the numbers)"
+    )
 
 
 class Spend(Open):
@@ -232,6 +235,11 @@ class LaunchPlan(Open):
     planning_series: dict[str, Any] | None = None
     power: PlanPower | None = None
     zero_failure_floor: ZeroFailureFloor | None = None
+    earlier_reads: dict[str, Any] | None = Field(
+        None,
+        description="on holdout: how many of these cases earlier held-out series of the experiment read "
+        "(earlier_series, read_cases, cases, text); pass text on",
+    )
     needs_approval: bool
     project_cap_usd: str
     project_cap_source: str
@@ -331,6 +339,12 @@ class SeriesOut(Open):
     plan: dict[str, Any]
     launch_plan: LaunchPlan | dict[str, Any]
     as_of: float
+    seed: int | None = Field(None, description="the simulators' seed the series drew at its start")
+    coarse: dict[str, Any] | None = Field(
+        None,
+        description="a running held-out series: its matrix and verdict are as of as_of_done finished attempts "
+        "(they move every `step` attempts only)",
+    )
     cases: list[CaseRow] | None = None
     hidden_cases: int | None = None
 

@@ -30,7 +30,7 @@ from aqven.research.findings import is_intact, read_findings, read_findings_md
 from aqven.research.findings_verify import Verifier
 from aqven.research.holdout import HELD_OUT_RUN_SQL, run_held_out
 from aqven.research.inputs import plan_manifest, series_manifest, without_cases
-from aqven.research.series_view import snapshot
+from aqven.research.series_view import is_sealed, snapshot
 from aqven.server import chat
 from aqven.server.deps import service_of
 from aqven.server.service import ProjectService
@@ -430,7 +430,12 @@ def series_payload(svc: ProjectService, series_id: str) -> dict[str, Any]:
     the experiment's factor caption and variant values."""
     s = svc.series.store.get(series_id)
     out = snapshot(s, svc.series.store, svc.runs, include_cases=True)
-    out["spend_curve"] = spend_curve(finished_costs(svc.db, series_id), s.created_at)
+    costs = finished_costs(svc.db, series_id)
+    if is_sealed(s) and s.ended_at is None:
+        # A running held-out series: its curve, like its numbers, stops at the last coarse step (each point
+        # is one attempt's cost, in the order they finished).
+        costs = costs[: int((s.sealed_view or {}).get("done", 0))]
+    out["spend_curve"] = spend_curve(costs, s.created_at)
     out["experiment"] = _experiment_brief(svc, s.experiment_id)
     out["stop_reason"] = s.stop_reason
     out["project_cap"] = svc.series.project_cap_fields()  # whether aqven.yaml asks for more than was confirmed

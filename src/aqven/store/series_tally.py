@@ -86,12 +86,21 @@ _SPEND = (
 _RUNNING = "SELECT idx, run_id, cost_usd, unpriced FROM attempts WHERE series_id=? AND status='running'"
 
 
-def read_tally(db: Database, series_id: str, *, finished_since: float = 0.0) -> SeriesTally:
+def read_tally(
+    db: Database, series_id: str, *, finished_since: float = 0.0, side: str | None = None
+) -> SeriesTally:
     """All aggregates of one series, from one consistent read; finishes at or after the active time
-    `finished_since` count as recent."""
+    `finished_since` count as recent. With `side`, only the attempts on that side of the split (a look that
+    ran held-out cases shows the numbers of its working ones only)."""
+    groups_sql, spend_sql = _GROUPS, _SPEND
+    extra: tuple[str, ...] = ()
+    if side is not None:
+        groups_sql = _GROUPS.replace("WHERE series_id=?", "WHERE series_id=? AND side=?")
+        spend_sql = _SPEND.replace("WHERE series_id=?", "WHERE series_id=? AND side=?")
+        extra = (side,)
     with db.reading() as conn:
-        groups = conn.execute(_GROUPS, (finished_since, series_id)).fetchall()
-        spend = conn.execute(_SPEND, (series_id,)).fetchall()
+        groups = conn.execute(groups_sql, (finished_since, series_id, *extra)).fetchall()
+        spend = conn.execute(spend_sql, (series_id, *extra)).fetchall()
         running = [
             RunningAttempt(r["run_id"], r["cost_usd"], bool(r["unpriced"]))
             for r in conn.execute(_RUNNING, (series_id,))
