@@ -86,9 +86,7 @@ _SPEND = (
 _RUNNING = "SELECT idx, run_id, cost_usd, unpriced FROM attempts WHERE series_id=? AND status='running'"
 
 
-def read_tally(
-    db: Database, series_id: str, *, finished_since: float = 0.0, side: str | None = None
-) -> SeriesTally:
+def read_tally(db: Database, series_id: str, *, finished_since: float = 0.0, side: str | None = None) -> SeriesTally:
     """All aggregates of one series, from one consistent read; finishes at or after the active time
     `finished_since` count as recent. With `side`, only the attempts on that side of the split (a look that
     ran held-out cases shows the numbers of its working ones only)."""
