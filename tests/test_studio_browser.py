@@ -298,6 +298,10 @@ def test_confirm_on_held_out_cases_writes_a_finding(page: Any, server: tuple[Pat
     assert page.locator(".finding .fresh").count() == 1
     assert page.locator(".finding svg.plot").count() >= 1
     shot(page, "findings")
+    # The held-out attempts' runs are not listed one by one on the runs page: only counted.
+    open_page(page, base, "runs?source=series")
+    page.wait_for_selector("#held-out-runs")
+    assert "runs of held-out cases not listed" in page.inner_text("#held-out-runs")
 
 
 def test_the_chat_answers_from_findings(page: Any, server: tuple[Path, str]) -> None:

@@ -320,14 +320,24 @@ def _judge_accuracy(ws: Workspace, judge: CheckSpec | None) -> dict[str, Any] | 
     if judge is None or judge.judge is None or judge.judge.scale != "pass_fail" or not judge.validated_by:
         return None
     from aqven.project.paths import rel
-    from aqven.research.findings import is_intact, read_findings
+    from aqven.research.findings import read_findings
+    from aqven.research.findings_verify import Verifier
     from aqven.research.judge_correction import accuracy_of
 
     best: tuple[str, dict[str, Any]] | None = None
+    verifier = Verifier(ws.project.root)
+    try:
+        verified = {
+            p
+            for p, d in read_findings(ws.project.root)
+            if d and d.get("experiment_id") == judge.validated_by and verifier.verify(p, d).ok
+        }
+    finally:
+        verifier.close()
     for path, data in read_findings(ws.project.root):
         if not (
             data
-            and is_intact(data)
+            and path in verified  # a finding that verifies: a forged agreement finding corrects nothing
             and data.get("experiment_id") == judge.validated_by
             and data.get("verdict", {}).get("verdict") == "confirmed"
             and accuracy_of(rel(ws.project.root, path), data) is not None
