@@ -25,6 +25,8 @@ from aqven.research.stats import (
     one_rate,
     one_rate_batch,
     paired_difference,
+    penalised_beta,
+    square_and_add,
 )
 
 
@@ -61,9 +63,11 @@ def test_all_pass_and_all_fail_use_the_closed_form_edges() -> None:
 
 def test_repeats_do_not_help_without_a_single_failure() -> None:
     # 10 cases × 20 repeats, all pass: no case has a fail, so n* = n = 10 cases, not 200 attempts.
-    i = one_rate([(20, 20)] * 10)
+    i = penalised_beta([(20, 20)] * 10)
     assert i.n_attempts == 200
     assert i.low == approx(0.025 ** (1 / 10))
+    # The guarded interval never claims more than the all-pass floor of 10 cases.
+    assert one_rate([(20, 20)] * 10).low <= 0.025 ** (1 / 10)
     # The naive interval pretends 200 independent attempts and is far narrower.
     assert naive_wilson([(20, 20)] * 10).low > 0.98
 
@@ -103,7 +107,7 @@ def test_formula_step_by_step_when_the_penalty_applies() -> None:
     n_low = n_eff * (Z95 / (t + delta)) ** 2
     n_high = n_eff * (Z95 / (t - delta)) ** 2
     assert n < n_low < n_high < big_n  # no clipping: the penalised path itself is under test
-    i = one_rate(list(zip(passes, repeats, strict=True)))
+    i = penalised_beta(list(zip(passes, repeats, strict=True)))
     assert i.estimate == approx(p)
     x = p * n_low
     assert i.low == approx(scipy.stats.beta.ppf(0.025, x, n_low - x + 1), rel=1e-7)
@@ -228,8 +232,8 @@ def test_higher_level_is_wider() -> None:
 def test_paired_difference_is_newcombe_over_one_rate_when_a_side_is_constant() -> None:
     a = [(1, 2)] * 30  # constant per-case means → φ = 0
     b = [(2, 2)] * 20 + [(1, 2)] * 5 + [(0, 2)] * 5
-    ia, ib = one_rate(a), one_rate(b)
-    d = paired_difference(a, b)
+    ia, ib = penalised_beta(a), penalised_beta(b)
+    d = square_and_add(a, b)
     assert d.estimate == approx(ib.estimate - ia.estimate)
     h_low = math.hypot(ib.estimate - ib.low, ia.high - ia.estimate)
     h_high = math.hypot(ib.high - ib.estimate, ia.estimate - ia.low)
@@ -262,14 +266,14 @@ def skew_widening(
 def test_paired_difference_uses_the_case_correlation() -> None:
     a = [(2, 2)] * 20 + [(1, 2)] * 6 + [(0, 2)] * 4
     b = [(2, 2)] * 22 + [(1, 2)] * 4 + [(0, 2)] * 4  # finds the same cases hard: φ > 0
-    ia, ib = one_rate(a), one_rate(b)
+    ia, ib = penalised_beta(a), penalised_beta(b)
     ma = np.array([y / r for y, r in a])
     mb = np.array([y / r for y, r in b])
     phi = float(np.corrcoef(ma, mb)[0, 1])
     assert phi > 0.8
     lo_b, hi_a = ib.estimate - ib.low, ia.high - ia.estimate
     hi_b, lo_a = ib.high - ib.estimate, ia.estimate - ia.low
-    d = paired_difference(a, b)
+    d = square_and_add(a, b)
     phi *= 30 / 32  # shrunk by n/(n+2)
     h_low = math.sqrt(lo_b**2 + hi_a**2 - 2 * phi * lo_b * hi_a)
     h_high = math.sqrt(hi_b**2 + lo_a**2 - 2 * phi * hi_b * lo_a)
@@ -288,7 +292,7 @@ def test_the_skewness_widening_never_narrows_and_needs_discordant_cases() -> Non
             q = rng.beta(2.0, 0.2, size=n)
             a = [(int(y), r) for y in rng.binomial(r, q)]
             b = [(0 if rng.random() < 0.03 else int(y), r) for y in rng.binomial(r, q)]
-            ia, ib = one_rate(a), one_rate(b)
+            ia, ib = penalised_beta(a), penalised_beta(b)
             ma, mb = np.array([y / r for y, _ in a]), np.array([y / r for y, _ in b])
             sa, sb = ma.std(), mb.std()
             phi = float(np.corrcoef(ma, mb)[0, 1]) if sa > 0 and sb > 0 else 0.0
@@ -297,7 +301,7 @@ def test_the_skewness_widening_never_narrows_and_needs_discordant_cases() -> Non
             hi_b, lo_a = ib.high - ib.estimate, ia.estimate - ia.low
             h_low = math.sqrt(max(lo_b**2 + hi_a**2 - 2 * phi * lo_b * hi_a, 0.0))
             h_high = math.sqrt(max(hi_b**2 + lo_a**2 - 2 * phi * hi_b * lo_a, 0.0))
-            d = paired_difference(a, b)
+            d = square_and_add(a, b)
             assert d.low <= d.estimate - h_low + 1e-12
             assert d.high >= d.estimate + h_high - 1e-12
             widen_low, widen_high = skew_widening(a, b, h_low, h_high)
@@ -311,11 +315,11 @@ def test_the_skewness_widening_never_narrows_and_needs_discordant_cases() -> Non
 
 def test_identical_variants_give_zero_difference() -> None:
     a = [(2, 2), (1, 2), (0, 2), (2, 2), (2, 2), (1, 2)]
-    d = paired_difference(a, a)
+    d = square_and_add(a, a)
     assert d.estimate == 0.0
     assert d.low < 0.0 < d.high
     # φ = 1 shrunk to n/(n+2) = 6/8: the radicands keep 2·l·u·(1 − 6/8) besides the asymmetry.
-    i = one_rate(a)
+    i = penalised_beta(a)
     lo, hi = i.estimate - i.low, i.high - i.estimate
     assert d.low == approx(-math.sqrt((lo - hi) ** 2 + 2 * lo * hi * 2 / 8))
     assert d.high == approx(math.sqrt((lo - hi) ** 2 + 2 * lo * hi * 2 / 8))

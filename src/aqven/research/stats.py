@@ -52,6 +52,8 @@ import scipy.special
 import scipy.stats
 from numpy.typing import NDArray
 
+from aqven.research.betting import betting_interval_batch
+
 __all__ = [
     "Z95",
     "Interval",
@@ -64,6 +66,10 @@ __all__ = [
     "one_rate_batch",
     "paired_difference",
     "paired_difference_batch",
+    "penalised_beta",
+    "penalised_beta_batch",
+    "square_and_add",
+    "square_and_add_batch",
     "z_for",
 ]
 
@@ -118,6 +124,47 @@ def one_rate_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, F
 
     Returns ``(estimate, low, high)``, each of shape (series,); ``nan`` where a row has no data.
     Columns with ``r == 0`` are ignored, so rows may have different numbers of cases.
+
+    The interval is the penalised beta interval (`penalised_beta_batch`) joined with the
+    distribution-free betting interval on the per-case means (`aqven.research.betting`) on the bound
+    that faces the far edge — the low bound at rates of ½ and above, the high bound at ½ and below: a
+    few failing cases that the sample missed pull a high rate down, never up, and a penalised bound
+    that ignores them is what lies above the truth when a few hard cases hide among easy ones with
+    scattered failures. The union of two valid bounds is valid; the penalised one is the narrower where
+    the cases behave. With one pass-or-fail attempt per case the penalised interval is Clopper–Pearson's,
+    exact for every population, and stands alone.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    r = np.asarray(r, dtype=np.float64)
+    p, low, high = penalised_beta_batch(y, r, level)
+    guard_low, guard_high = _case_mean_guard(y, r, 1 - level)
+    guarded = ~_one_binary_attempt_each(y, r)
+    low = np.where(guarded & (p >= 0.5), np.fmin(low, guard_low), low)
+    high = np.where(guarded & (p <= 0.5), np.fmax(high, guard_high), high)
+    return p, low, high
+
+
+def _one_binary_attempt_each(y: Floats, r: Floats) -> NDArray[np.bool_]:
+    """Rows whose every counted case has one attempt that passed or failed (no fractional score)."""
+    counted = r > 0
+    single = np.all(~counted | ((r == 1) & ((y == 0) | (y == 1))), axis=1)
+    out: NDArray[np.bool_] = single
+    return out
+
+
+def _case_mean_guard(y: Floats, r: Floats, alpha: float) -> tuple[Floats, Floats]:
+    """The betting interval of the mean of per-case means ``y_i/r_i`` over the cases with ``r_i > 0``."""
+    valid = r > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.where(valid, y / np.where(valid, r, 1.0), 0.0)
+    return betting_interval_batch(x, valid, alpha)
+
+
+def penalised_beta_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, Floats, Floats]:
+    """The penalised-effective-sample-size beta interval alone (the module docs, steps 1–3).
+
+    Narrow and close to nominal on smooth populations, but it can lie above the truth when a few hard
+    cases hide among easy ones with scattered failures: `one_rate_batch` guards it.
     """
     alpha = 1 - level
     z = z_for(level)
@@ -197,7 +244,7 @@ def paired_difference(a: Cells, b: Cells, level: float = 0.95) -> Interval:
     """The difference of rates ``B − A`` on the cases both variants ran, with its interval.
 
     ``a`` and ``b`` are aligned per case. Only cases with counted attempts in both enter. Newcombe's
-    square-and-add over the `one_rate` intervals of A and B on those ``n`` cases, with ``φ`` the Pearson
+    square-and-add over the penalised beta intervals of A and B on those ``n`` cases, with ``φ`` the Pearson
     correlation of the per-case means (0 when either is constant), a positive ``φ`` shrunk to
     ``φ·n/(n+2)``:
 
@@ -212,32 +259,42 @@ def paired_difference(a: Cells, b: Cells, level: float = 0.95) -> Interval:
     the long-tail side moves outward by ``σ·max(s, 0)`` (low) or ``σ·max(−s, 0)`` (high): see
     `_difference_skew_widening`. The other bound stays, so the interval is never narrower than above.
 
+    Last, both bounds are joined with the distribution-free betting interval of the mean per-case
+    difference ``m_B − m_A`` (`aqven.research.betting`), as `one_rate` does: valid whatever the cases.
+
     ``n_cases`` counts the paired cases, ``n_attempts`` the counted attempts of both variants on them.
     Raises `NoData` when no case has counted attempts in both.
     """
-    if len(a) != len(b):
-        raise ValueError(f"paired cells must be aligned per case ({len(a)} vs {len(b)})")
-    ya, ra = _arrays(a)
-    yb, rb = _arrays(b)
-    both = (ra > 0) & (rb > 0)
-    n = int(both.sum())
-    if n == 0:
-        raise NoData("no case has counted attempts in both variants")
-    d, low, high = paired_difference_batch(ya[None, :], ra[None, :], yb[None, :], rb[None, :], level)
-    attempts = int(ra[both].sum() + rb[both].sum())
-    return Interval(float(d[0]), float(low[0]), float(high[0]), n, attempts)
+    return _paired(paired_difference_batch, a, b, level)
 
 
 def paired_difference_batch(
     ya: Floats, ra: Floats, yb: Floats, rb: Floats, level: float = 0.95
 ) -> tuple[Floats, Floats, Floats]:
-    """`paired_difference` over many series at once (shape (series, cases)); ``nan`` rows without data."""
+    """`paired_difference` over many series at once (shape (series, cases)); ``nan`` rows without data.
+
+    The union of the square-and-add interval (`square_and_add_batch`) and the distribution-free betting
+    interval of the mean per-case difference, on both bounds: a variant can break a few cases or mend a
+    few, so either tail may hold cases the sample missed.
+    """
+    ya, ra, yb, rb = (np.asarray(x, dtype=np.float64) for x in (ya, ra, yb, rb))
+    d, low, high = square_and_add_batch(ya, ra, yb, rb, level)
+    both = (ra > 0) & (rb > 0)
+    guard_low, guard_high = _difference_guard(ya, ra, yb, rb, both, 1 - level)
+    return d, np.fmin(low, guard_low), np.fmax(high, guard_high)
+
+
+def square_and_add_batch(
+    ya: Floats, ra: Floats, yb: Floats, rb: Floats, level: float = 0.95
+) -> tuple[Floats, Floats, Floats]:
+    """Newcombe's square-and-add over the penalised beta intervals, with the correlation and skewness
+    corrections of `paired_difference`, alone (without the distribution-free guard)."""
     ya, ra, yb, rb = (np.asarray(x, dtype=np.float64) for x in (ya, ra, yb, rb))
     both = (ra > 0) & (rb > 0)
     ya, yb = np.where(both, ya, 0.0), np.where(both, yb, 0.0)
     ra, rb = np.where(both, ra, 0.0), np.where(both, rb, 0.0)
-    pa, la, ua = one_rate_batch(ya, ra, level)
-    pb, lb, ub = one_rate_batch(yb, rb, level)
+    pa, la, ua = penalised_beta_batch(ya, ra, level)
+    pb, lb, ub = penalised_beta_batch(yb, rb, level)
     n = both.sum(axis=1).astype(np.float64)
     phi = _case_correlation(ya, ra, yb, rb, both)
     phi = np.where(phi > 0, phi * n / (n + 2), phi)  # two uncorrelated pseudo-cases: never φ = 1
@@ -247,9 +304,17 @@ def paired_difference_batch(
     h_low = np.sqrt(np.maximum(lo_b**2 + hi_a**2 - 2 * phi * lo_b * hi_a, 0.0))
     h_high = np.sqrt(np.maximum(hi_b**2 + lo_a**2 - 2 * phi * hi_b * lo_a, 0.0))
     widen_low, widen_high = _difference_skew_widening(ya, ra, yb, rb, both, pa, pb, h_low, h_high, z_for(level))
-    low = d - h_low - widen_low
-    high = d + h_high + widen_high
-    return d, np.clip(low, -1.0, 1.0), np.clip(high, -1.0, 1.0)
+    return d, np.clip(d - h_low - widen_low, -1.0, 1.0), np.clip(d + h_high + widen_high, -1.0, 1.0)
+
+
+def _difference_guard(
+    ya: Floats, ra: Floats, yb: Floats, rb: Floats, both: NDArray[np.bool_], alpha: float
+) -> tuple[Floats, Floats]:
+    """The betting interval of the mean per-case difference ``m_B − m_A ∈ [−1, 1]`` (mapped to [0, 1])."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        diff = np.where(both, yb / np.where(both, rb, 1.0) - ya / np.where(both, ra, 1.0), 0.0)
+    low, high = betting_interval_batch((1.0 + diff) / 2, both, alpha)
+    return 2 * low - 1, 2 * high - 1
 
 
 DISCORDANT_HALF: Final[float] = 25.0
@@ -318,6 +383,35 @@ def _case_correlation(ya: Floats, ra: Floats, yb: Floats, rb: Floats, both: NDAr
         phi = np.where((saa > tiny) & (sbb > tiny), sab / np.sqrt(saa * sbb), 0.0)
     out: Floats = np.clip(np.nan_to_num(phi, nan=0.0), -1.0, 1.0)
     return out
+
+
+def penalised_beta(cells: Cells, level: float = 0.95) -> Interval:
+    """`penalised_beta_batch` for one series: the penalised beta interval without the guard."""
+    return _single(penalised_beta_batch, cells, level)
+
+
+def square_and_add(a: Cells, b: Cells, level: float = 0.95) -> Interval:
+    """`square_and_add_batch` for one series: the paired interval without the guard."""
+    return _paired(square_and_add_batch, a, b, level)
+
+
+def _paired(
+    batch: Callable[[Floats, Floats, Floats, Floats, float], tuple[Floats, Floats, Floats]],
+    a: Cells,
+    b: Cells,
+    level: float,
+) -> Interval:
+    if len(a) != len(b):
+        raise ValueError(f"paired cells must be aligned per case ({len(a)} vs {len(b)})")
+    ya, ra = _arrays(a)
+    yb, rb = _arrays(b)
+    both = (ra > 0) & (rb > 0)
+    n = int(both.sum())
+    if n == 0:
+        raise NoData("no case has counted attempts in both variants")
+    d, low, high = batch(ya[None, :], ra[None, :], yb[None, :], rb[None, :], level)
+    attempts = int(ra[both].sum() + rb[both].sum())
+    return Interval(float(d[0]), float(low[0]), float(high[0]), n, attempts)
 
 
 def _single(

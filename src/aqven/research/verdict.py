@@ -58,6 +58,7 @@ from aqven.research.judge_correction import (
     corrected_bounds,
     limit_half_width,
 )
+from aqven.research.sequential import SequenceView, sequence_difference, sequence_rate
 from aqven.research.stats import (
     Interval,
     NoData,
@@ -131,6 +132,8 @@ class Scope:
     repeats: int
     on: On
     simulated: bool = False
+    stopped_early: tuple[int, int] | None = None
+    """For a stop_early series that stopped because it was decided: (attempts run, attempts planned)."""
 
 
 @dataclass(frozen=True)
@@ -262,10 +265,14 @@ def decide(
     provisional: bool = False,
     scope: Scope,
     judge: JudgeCorrection | None = None,
+    sequence: SequenceView | None = None,
 ) -> Verdict:
     """The verdict of a series from its per-variant, per-case tallies (see the module docs).
 
-    ``cells`` maps each variant id, in the experiment's order, to its cases. Raises `ValueError` for a
+    ``cells`` maps each variant id, in the experiment's order, to its cases. With ``sequence`` (a
+    stop_early series) the deciding intervals are the anytime-valid ones of `aqven.research.sequential`
+    over the finished prefix of the series' case order, valid at every look: such a verdict is never
+    provisional. Raises `ValueError` for a
     question that cannot be decided on these variants (unknown variant, a threshold without bound, a
     paired question with one variant, ``scope.on`` different from ``on``) or an unknown ``invalid_reason``.
     With ``judge``, the deciding intervals (and each cell's ``judge_corrected``) are corrected for the deciding
@@ -277,8 +284,13 @@ def decide(
     rates = tuple(_rate_cell(question.metric, v, c, judge) for v, c in cells.items())
     decided: list[Comparison] = []
     reason: str | None = invalid_reason
+    if sequence is not None:
+        provisional = False
     try:
-        decided = _intervals(question, cells, judge)
+        if sequence is None:
+            decided = _intervals(question, cells, judge)
+        else:
+            decided = _sequence_intervals(question, cells, sequence)
     except NoData:
         reason = reason or "no_data"
     if reason is not None:
@@ -373,6 +385,34 @@ def _intervals(
         interval = fixed.interval if fixed else paired_difference(a, b, level)
         decision = classify(question, interval.low, interval.high)
         out.append(Comparison(variant, base, interval, level, decision, (a, b), fixed))
+    return out
+
+
+def _sequence_intervals(
+    question: QuestionSpec, cells: Mapping[str, Sequence[CaseCell]], view: SequenceView
+) -> list[Comparison]:
+    """The deciding intervals of a stop_early series: the confidence sequence along the case order."""
+    merged = {v: _merge(c) for v, c in cells.items()}
+
+    def along(variant: str) -> list[tuple[float, int]]:
+        return [merged[variant].get(name, (0.0, 0)) for name in view.prefix]
+
+    if question.kind == "threshold":
+        target = question.variant or next(iter(cells))
+        tallies = along(target)
+        means = [y / r if r else 0.0 for y, r in tallies]
+        interval = sequence_rate(means, [r for _, r in tallies], view.planned_cases, 1 - ALPHA)
+        decision = classify(question, interval.low, interval.high)
+        return [Comparison(target, None, interval, 1 - ALPHA, decision, (tallies,))]
+    base = _baseline(question, cells)
+    others = [question.variant] if question.variant else [v for v in cells if v != base]
+    level = 1 - ALPHA / len(others)
+    out = []
+    for variant in others:
+        a, b = along(base), along(variant)
+        interval = sequence_difference(a, b, view.planned_cases, level)
+        decision = classify(question, interval.low, interval.high)
+        out.append(Comparison(variant, base, interval, level, decision, (a, b)))
     return out
 
 
@@ -539,8 +579,8 @@ def sentence(
         claims += _too_wide(question, decided, cases_to_decide)
     if verdict == "signal":
         why, would = _SIGNAL[tuple(r for r in ("dev_cases", "judge_unvalidated") if r in signals)]
-        return f"{prefix}Signal ({why}, not evidence) on {where}: {claims}; {would} {decision}."
-    return f"{prefix}{verdict.capitalize()} on {where}: {claims}."
+        return f"{prefix}Signal ({why}, not evidence) on {where}: {claims}; {would} {decision}{_early(scope)}."
+    return f"{prefix}{verdict.capitalize()} on {where}: {claims}{_early(scope)}."
 
 
 def _claim(q: QuestionSpec, c: Comparison) -> str:
@@ -601,6 +641,13 @@ def _too_wide(q: QuestionSpec, decided: Sequence[Comparison], cases_to_decide: i
     elif q.margin:
         text += f", and more than {MAX_CASES_TO_DECIDE} cases would be needed to narrow it to the margin"
     return text
+
+
+def _early(scope: Scope) -> str:
+    if scope.stopped_early is None:
+        return ""
+    ran, planned = scope.stopped_early
+    return f" — stopped early at {ran:,} of {planned:,} attempts: decided"
 
 
 def _scope(scope: Scope) -> str:
