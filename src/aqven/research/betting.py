@@ -79,9 +79,9 @@ def betting_interval_batch(x: Floats, valid: Mask, alpha: float) -> tuple[Floats
 
     The bets run in a random order of the cases, not in the order given: a file that lists its hard
     cases last would otherwise be bet on after the easy ones and give a bound far too low (or, listed
-    first, too high). The values are sorted by their distance from the nearer edge, then shuffled by a
-    permutation drawn from a fixed seed, so the interval depends on the case values, not on the file's
-    order, is the same on every machine, and mirrors exactly when passes and fails swap.
+    first, too high). The cases are put through a permutation drawn from a fixed seed (`_shuffled`), so
+    the interval is the same on every machine, ignores cases without data, and mirrors exactly when
+    passes and fails swap.
     """
     x, valid = _shuffled(np.asarray(x, dtype=np.float64), np.asarray(valid, dtype=np.bool_))
     low = betting_lower_batch(x, valid, alpha / 2)
@@ -90,14 +90,20 @@ def betting_interval_batch(x: Floats, valid: Mask, alpha: float) -> tuple[Floats
 
 
 def _shuffled(x: Floats, valid: Mask) -> tuple[Floats, Mask]:
-    """Each row's values sorted by ``min(x, 1 − x)`` (cases it lacks last), then put through one seeded
-    permutation; the key is the same for ``x`` and ``1 − x``, so mirrored data get the mirrored order."""
-    keyed = np.where(valid, np.round(np.minimum(x, 1.0 - x), 12), np.inf)  # 1 − 2/3 ≠ 1/3 in floats
-    order = np.argsort(keyed, axis=1, kind="stable")
-    xs = np.take_along_axis(np.where(valid, x, 0.0), order, axis=1)
-    vs = np.take_along_axis(valid, order, axis=1)
-    perm = np.random.default_rng(_ORDER_SEED).permutation(x.shape[1])
-    return xs[:, perm], vs[:, perm]
+    """Each row's cases in a fixed pseudo-random order of their positions among the row's cases.
+
+    The cases a row has are moved to the front in their given order; the first ``v`` of them are then
+    ordered by the first ``v`` of one seeded vector of keys, so a row's order depends only on how many
+    cases it has and in which order they came — not on their values, and not on the columns it lacks.
+    """
+    cols = x.shape[1]
+    front = np.argsort(~valid, axis=1, kind="stable")
+    xs = np.take_along_axis(np.where(valid, x, 0.0), front, axis=1)
+    count = valid.sum(axis=1, keepdims=True)
+    keys = np.random.default_rng(_ORDER_SEED).random(cols)
+    position = np.arange(cols)[None, :]
+    order = np.argsort(np.where(position < count, keys[None, :], np.inf), axis=1, kind="stable")
+    return np.take_along_axis(xs, order, axis=1), position < count
 
 
 def sequence_interval_batch(x: Floats, valid: Mask, alpha: float, looks: NDArray[np.int64]) -> tuple[Floats, Floats]:
