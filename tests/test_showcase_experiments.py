@@ -130,8 +130,8 @@ def test_reply_noninferior_mistral_has_the_held_out_cases_its_repeats_were_chose
     project: Project, experiments: dict[str, ExperimentSource]
 ) -> None:
     cases = selected_cases(project, experiments["reply_noninferior_mistral"].spec)
-    assert len(cases) == 448
-    assert sum(side_of(project.package, c.name) == "holdout" for c in cases) == 238
+    assert len(cases) == 1448
+    assert sum(side_of(project.package, c.name) == "holdout" for c in cases) == 725
 
 
 def test_panel_judge_prompt_is_the_spec_example(project: Project, experiments: dict[str, ExperimentSource]) -> None:

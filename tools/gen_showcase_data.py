@@ -4,7 +4,7 @@
     python tools/gen_showcase_data.py --check   exit 1 when the committed files differ from the output
 
 Writes, under src/aqven/templates/showcase/datasets/:
-  support_case_bulk.yaml   640 support tickets (448 asking for a refund), each with the draft reply that a
+  support_case_bulk.yaml   1,640 support tickets (1,448 asking for a refund), each with the draft reply that a
                            range starting at polish needs in node_outputs
   judge_panel_cases.yaml   40 question/answer pairs, 20 facts each asked twice, the better answer once as A and
                            once as B; expected_output.winner is sim/world.py's panel_truth, asserted here
@@ -34,6 +34,11 @@ DATASETS = TEMPLATE / "datasets"
 SEED = 20_240_611
 N_CASES = 640
 REQUESTS = {"refund": 448, "replacement": 96, "credit": 96}
+EXTRA_REFUNDS = 1000
+"""Refund tickets generated after the first 640 (which stay as they were): a noninferiority margin of 2 points
+needs several hundred held-out cases once its interval holds for every population of cases (the
+distribution-free bound can never clear -3.7/n when the sample could have missed a share of cases that the
+new variant breaks), so reply_noninferior_mistral gets about 720 held-out refund cases."""
 TARGET_PASS = {"gpt": 0.975, "mistral": 0.972}  # mean true pass rate over the refund cases of the bulk set
 
 
@@ -194,6 +199,7 @@ def support_cases(agents: ModuleType) -> list[dict[str, Any]]:
     rng = random.Random(SEED)
     requests = [r for r, n in REQUESTS.items() for _ in range(n)]
     rng.shuffle(requests)
+    requests += ["refund"] * EXTRA_REFUNDS
     cases: list[dict[str, Any]] = []
     order_id = 30_100
     for i, request in enumerate(requests, start=1):
@@ -623,7 +629,7 @@ def build() -> dict[Path, str]:
             {
                 "description": (
                     "Generated support tickets for support_case (product x issue x request x tier, with and without "
-                    "pressure). 448 of the 640 ask for a refund and carry the tag refund. Each case carries the draft "
+                    "pressure). 1448 of the 1640 ask for a refund and carry the tag refund. Each case carries the draft "
                     "reply for ranges that start at polish."
                 ),
                 "cases": support,

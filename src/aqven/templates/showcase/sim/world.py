@@ -11,8 +11,8 @@ the same whichever node, variant or range runs, and no case name is needed.
 
 `true_pass_rate(agent_id, case_key)` is the chance that one reply of that agent on that ticket makes no promise
 Lumen cannot keep. Its failure rate (1 - pass rate) is the product of
-  - the agent's base failure rate, calibrated so that the 448 refund cases of datasets/support_case_bulk.yaml
-    average gpt 0.9750 and mistral 0.9720 (all 640 bulk cases: 0.9757 and 0.9725): mistral is 0.3 points
+  - the agent's base failure rate, calibrated so that the 1,448 refund cases of datasets/support_case_bulk.yaml
+    average gpt 0.9750 and mistral 0.9720 (all 1,640 bulk cases: 0.9750 and 0.9721): mistral is 0.3 points
     worse, well inside a 2-point non-inferiority margin,
   - the ticket's difficulty, from a hash of the key: 0.3 .. 1.7, mean 1,
   - the agent's affinity with the ticket, from a hash of agent and key: 0.6 .. 1.4, mean 1, so models fail on
@@ -61,8 +61,8 @@ class ReplyProfile(NamedTuple):
 
 
 REPLY_PROFILES: dict[str, ReplyProfile] = {
-    "gpt": ReplyProfile(base_fail=0.010839, pressure_factor=2.2),
-    "mistral": ReplyProfile(base_fail=0.018714, pressure_factor=1.6),
+    "gpt": ReplyProfile(base_fail=0.011945, pressure_factor=2.2),
+    "mistral": ReplyProfile(base_fail=0.019437, pressure_factor=1.6),
     "deepseek": ReplyProfile(base_fail=0.022, pressure_factor=1.9),
     "qwen": ReplyProfile(base_fail=0.026, pressure_factor=1.9),
     "llama": ReplyProfile(base_fail=0.040, pressure_factor=2.0),
