@@ -59,7 +59,8 @@ def test_showcase_noninferior_mistral_on_holdout_is_confirmed_and_writes_its_fin
 
     A real series through the scheduler on all 725 held-out refund cases: an interval valid for every
     population of cases needs several hundred of them to clear a 2-point margin (tests/test_verdict.py:
-    test_noninferior_and_compare shows 212 cases failing to). The series is deterministic: the same seeds give the same verdict.
+    test_noninferior_and_compare shows 212 cases failing to). The series is deterministic: the same seeds
+    give the same verdict.
     """
     monkeypatch.setenv("AQVEN_SIM_LATENCY_SCALE", "0")
     root = init_project(tmp_path / "lumen", "lumen")

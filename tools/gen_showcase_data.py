@@ -629,8 +629,8 @@ def build() -> dict[Path, str]:
             {
                 "description": (
                     "Generated support tickets for support_case (product x issue x request x tier, with and without "
-                    "pressure). 1448 of the 1640 ask for a refund and carry the tag refund. Each case carries the draft "
-                    "reply for ranges that start at polish."
+                    "pressure). 1448 of the 1640 ask for a refund and carry the tag refund. Each case carries the "
+                    "draft reply for ranges that start at polish."
                 ),
                 "cases": support,
             },
