@@ -35,8 +35,11 @@ def fresh_demo_project(directory: Path) -> Path:
     """A new showcase project in `directory`; an earlier demo there is replaced, anything else is kept."""
     if directory.exists():
         if not (directory / MARKER).is_file():
-            raise AqvenError(f"{directory} exists and was not made by `aqven demo`", code="INIT_TARGET_EXISTS",
-                             hint="choose another folder with --dir")
+            raise AqvenError(
+                f"{directory} exists and was not made by `aqven demo`",
+                code="INIT_TARGET_EXISTS",
+                hint="choose another folder with --dir",
+            )
         info = read_server(directory)
         if info is not None:
             os.kill(int(info["pid"]), 15)
@@ -64,12 +67,15 @@ def _rule(title: str) -> None:
 def run_demo(directory: Path) -> None:
     started = time.monotonic()
     root = fresh_demo_project(directory)
-    console.print(f"created the showcase project in {directory} (package lumen); this computer runs it simulated, "
-                  f"with a ${DEMO_CAP_USD} spend cap (.aqven/local.yaml)")
+    console.print(
+        f"created the showcase project in {directory} (package lumen); this computer runs it simulated, "
+        f"with a ${DEMO_CAP_USD} spend cap (.aqven/local.yaml)"
+    )
     client = Client(root)
     check = client.get("/api/check")
-    console.print(f"aqven check: {check['errors']} error(s), {check['warnings']} warning(s) · project server on "
-                  f"{client.base}")
+    console.print(
+        f"aqven check: {check['errors']} error(s), {check['warnings']} warning(s) · project server on {client.base}"
+    )
     exp = client.get(f"/api/experiments/{EXPERIMENT}")
     _rule(f"The question: {EXPERIMENT}")
     console.print(exp["description"])
@@ -81,8 +87,10 @@ def run_demo(directory: Path) -> None:
     dev = _series(client, {"experiment_id": EXPERIMENT, "on": "dev", "cases": 60, "repeats": 2})
     cases = client.get(f"/api/series/{dev['series_id']}", include_cases="true")
     failing = [c for c in cases.get("cases", []) if c["failing"]]
-    console.print(f"{len(failing)} working case(s) failed at least once; the first: "
-                  + (", ".join(c["case"] for c in failing[:3]) or "none"))
+    console.print(
+        f"{len(failing)} working case(s) failed at least once; the first: "
+        + (", ".join(c["case"] for c in failing[:3]) or "none")
+    )
 
     _rule("2. Confirm once on held-out cases")
     plan = client.post(f"/api/experiments/{EXPERIMENT}/launch-plan", {"on": "holdout"})
@@ -94,22 +102,30 @@ def run_demo(directory: Path) -> None:
         path = root / final["finding"]
         data = yaml.safe_load(path.read_text())
         console.print(f"{final['finding']}: verdict {data['verdict']['verdict']}, integrity {data['integrity'][:23]}…")
-        console.print(f"scope: {data['scope']['cases']} cases × {data['scope']['repeats']} repeats, "
-                      f"spend {money(data['spend']['usd'])}, simulated {data['scope']['simulated']}")
+        console.print(
+            f"scope: {data['scope']['cases']} cases × {data['scope']['repeats']} repeats, "
+            f"spend {money(data['spend']['usd'])}, simulated {data['scope']['simulated']}"
+        )
         _rule("FINDINGS.md")
         console.print((root / "FINDINGS.md").read_text(), markup=False)
     else:
         console.print("no finding was written (the held-out series was invalid)")
-    console.print(f"demo finished in {time.monotonic() - started:.0f} s · the project is in {directory}; "
-                  f"`cd {directory} && aqven check` verifies the finding")
+    console.print(
+        f"demo finished in {time.monotonic() - started:.0f} s · the project is in {directory}; "
+        f"`cd {directory} && aqven check` verifies the finding"
+    )
 
 
 def _show_plan(plan: dict[str, Any]) -> None:
-    console.print(f"launch plan: {plan['attempts']} attempts ({plan['cases']} of {plan['available']} {plan['on']} "
-                  f"cases × {plan['repeats']} repeats × {plan['variants']} variants), expected half-width "
-                  f"{plan['half_width']:.3f} against the {plan['margin']} margin, cap ${plan['cap_usd']}")
-    console.print(f"  planning: {plan.get('planning', 'defaults')} (rate {plan.get('planning_rate', 0):.3g}, "
-                  f"intra-case correlation {plan.get('planning_rho', 0):.2g})")
+    console.print(
+        f"launch plan: {plan['attempts']} attempts ({plan['cases']} of {plan['available']} {plan['on']} "
+        f"cases × {plan['repeats']} repeats × {plan['variants']} variants), expected half-width "
+        f"{plan['half_width']:.3f} against the {plan['margin']} margin, cap ${plan['cap_usd']}"
+    )
+    console.print(
+        f"  planning: {plan.get('planning', 'defaults')} (rate {plan.get('planning_rate', 0):.3g}, "
+        f"intra-case correlation {plan.get('planning_rho', 0):.2g})"
+    )
     rec = plan.get("recommended") or {}
     if rec.get("text"):
         console.print(f"  {rec['text']}")
@@ -120,6 +136,9 @@ def _series(client: Client, body: dict[str, Any]) -> dict[str, Any]:
     state = follow(client, started["series"]["series_id"], quiet=False)
     code = report(client, state)
     if code != 0:
-        raise AqvenError(f"the series ended {state['status']}", code="DEMO_SERIES_STOPPED",
-                         hint="see the series in Studio or with `aqven series`")
+        raise AqvenError(
+            f"the series ended {state['status']}",
+            code="DEMO_SERIES_STOPPED",
+            hint="see the series in Studio or with `aqven series`",
+        )
     return state

@@ -100,7 +100,7 @@ def _shuffled(x: Floats, valid: Mask) -> tuple[Floats, Mask]:
     front = np.argsort(~valid, axis=1, kind="stable")
     xs = np.take_along_axis(np.where(valid, x, 0.0), front, axis=1)
     count = valid.sum(axis=1, keepdims=True)
-    keys = np.random.default_rng(_ORDER_SEED).random(cols)
+    keys = np.asarray(np.random.default_rng(_ORDER_SEED).random(cols), dtype=np.float64)
     position = np.arange(cols)[None, :]
     order = np.argsort(np.where(position < count, keys[None, :], np.inf), axis=1, kind="stable")
     return np.take_along_axis(xs, order, axis=1), position < count

@@ -161,6 +161,9 @@ class Experiment(Strict):
     question: Question
     repeats: Annotated[int, Field(ge=1, le=MAX_REPEATS)] = 1
     judge_agreement: JudgeAgreement | None = None
+    stop_early: bool = False
+    """Declared before the data: series run their cases in a random order and decide on an anytime-valid
+    confidence sequence, stopping as soon as the verdict is decided (aqven.research.sequential)."""
 
     @property
     def variant_ids(self) -> list[str]:

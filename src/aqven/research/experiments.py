@@ -426,6 +426,7 @@ def _check_question(a: _Assembly, exp: ExperimentSource) -> None:
             "add the variant to compare with the baseline",
         )
     _check_agreement(a, exp)
+    _check_stop_early(a, exp)
 
 
 def human_labels(project: Project, exp: Experiment) -> dict[str, bool]:
@@ -440,6 +441,32 @@ def human_labels(project: Project, exp: Experiment) -> dict[str, bool]:
             value = expected[agreement.label]
             out[case.name] = value == agreement.positive and type(value) is type(agreement.positive)
     return out
+
+
+def _check_stop_early(a: _Assembly, exp: ExperimentSource) -> None:
+    """stop_early decides on a confidence sequence of the deciding metric's own rate: a judge-decided metric
+    would need the judge correction, which holds at one fixed size only; a look has nothing to stop."""
+    spec = exp.spec
+    if not spec.stop_early:
+        return
+    if spec.question.kind == "look":
+        a.err(
+            "E_STOP_EARLY_LOOK",
+            "stop_early has nothing to decide on a look",
+            ("stop_early",),
+            "remove stop_early, or ask a threshold, compare or noninferior question",
+        )
+        return
+    metric = spec.metrics.get(spec.question.metric or "")
+    check = next((c for c in spec.checks if metric is not None and c.id == metric.check), None)
+    if check is not None and check.judge is not None:
+        a.err(
+            "E_STOP_EARLY_JUDGE",
+            f"stop_early with metric {spec.question.metric!r}, decided by the judge {check.id!r}",
+            ("stop_early",),
+            "a judge's verdict is corrected for its measured errors at the series' final size only; decide on a "
+            "function or built-in check, or remove stop_early",
+        )
 
 
 def _check_agreement(a: _Assembly, exp: ExperimentSource) -> None:

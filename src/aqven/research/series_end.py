@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from decimal import Decimal
 from typing import Any
 
 from aqven import ENGINE_VERSION
@@ -14,6 +15,8 @@ from aqven.research.holdout import series_error
 from aqven.research.inputs import manifest_hash, plan_manifest
 from aqven.research.judge_correction import JudgeAccuracy, JudgeCorrection, agreement_record
 from aqven.research.reads import held_out_reads
+from aqven.research.sequential import SequenceView
+from aqven.research.series_early import DECIDED_EARLY, early_stop_record, sequence_view
 from aqven.research.verdict import CaseCell, QuestionSpec, Scope, decide, invalid_reason_for
 from aqven.research.workspace import Workspace
 from aqven.store.approvals import approvals_of
@@ -33,8 +36,14 @@ def case_cells(s: SeriesRow, tally: SeriesTally) -> dict[str, list[CaseCell]]:
 
 
 def compute_verdict(
-    s: SeriesRow, tally: SeriesTally, *, provisional: bool, inputs_changed: bool = False
+    s: SeriesRow,
+    tally: SeriesTally,
+    *,
+    provisional: bool,
+    inputs_changed: bool = False,
+    sequence: SequenceView | None = None,
 ) -> dict[str, Any] | None:
+    """The verdict of a series from its tallies; a stop_early series' from its confidence ``sequence``."""
     q = s.plan.question
     if s.kind == "look" or q.get("kind") == "look":
         return None
@@ -61,11 +70,17 @@ def compute_verdict(
     if provisional and not any(n for rows in cells.values() for _c, _p, n in rows):
         return None  # nothing counted yet: no provisional verdict to show
     counted_cases = {c for rows in cells.values() for c, _p, n in rows if n}
+    if sequence is not None:
+        counted_cases &= set(sequence.prefix)
+    stopped_early = None
+    if s.stop_reason == DECIDED_EARLY and not provisional:
+        stopped_early = (tally.total.done, tally.total.attempts)
     scope = Scope(
         cases=len(counted_cases) or len(s.plan.cases),
         repeats=s.plan.repeats,
         on="holdout" if s.on == "holdout" else "dev",
         simulated=s.simulated,
+        stopped_early=stopped_early,
     )
     verdict = decide(
         question,
@@ -76,6 +91,7 @@ def compute_verdict(
         provisional=provisional,
         scope=scope,
         judge=_judge(s, tally),
+        sequence=sequence,
     ).to_json()
     judge = s.plan.judge or {}
     if s.plan.judge_unvalidated and judge.get("validated_by"):
@@ -133,7 +149,8 @@ def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) 
     # written once: a second write finds the file and keeps it).
     ended = s.model_copy(update={"status": status, "ended_at": fields["ended_at"], "error": fields.get("error")})
     tally = read_tally(store.db, series_id)
-    verdict = compute_verdict(ended, tally, provisional=False, inputs_changed=changed)
+    sequence = sequence_view(store, ended) if ended.plan.stop_early else None
+    verdict = compute_verdict(ended, tally, provisional=False, inputs_changed=changed, sequence=sequence)
     if verdict is not None and status == "failed":
         verdict["verdict"] = "invalid"
     fields["verdict"] = verdict
@@ -220,6 +237,8 @@ def finding_data(
             "simulated": s.simulated,
             "seed": s.sim_seed,
             "subject": {"flow": s.plan.flow_id, "from": s.plan.from_node, "to": s.plan.to_node},
+            "stop_early": s.plan.stop_early,
+            "early_stop": early_stop_record(s, len(done), len(attempts), Decimal(spent)),
         },
         "spend": {"usd": str(spent), "cap_usd": s.cap_usd, "unpriced_attempts": unpriced, "lower_bound": unpriced > 0},
         "infra_errors": {

@@ -24,8 +24,9 @@ from typing import Any
 
 from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError
-from aqven.models.outcomes import redact
+from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
 from aqven.project.schema import Case
+from aqven.research.series_early import DECIDED_EARLY, EarlyStop, sequence_view
 from aqven.research.series_start import request_for
 from aqven.research.workspace import Workspace
 from aqven.store.runs import RunStore, new_id, now_iso
@@ -35,7 +36,7 @@ from aqven.store.series_records import AttemptRow, SeriesRow
 log = logging.getLogger("aqven.series")
 
 PAUSE_AT = Decimal("0.9")
-RATE_LIMITED = "PROVIDER_RATE_LIMITED"
+RATE_LIMITED = PROVIDER_RATE_LIMITED
 
 
 def active_now(s: SeriesRow) -> float:
@@ -138,12 +139,16 @@ class SeriesRunner:
             learned=sum(_sets_reserve(a) for a in attempts),
         )
         del attempts
+        first = self.store.get(series_id)
+        early = EarlyStop.resume(first, tally.done) if first.plan.stop_early else None
         try:
             while True:
                 wake.clear()
                 s = self.store.get(series_id)
                 if s.status not in ("running", "waiting_human", "cancelled"):
                     return
+                if s.stop_reason == DECIDED_EARLY:
+                    queue = []  # decided: nothing more starts; the running attempts finish, then it ends
                 # Attempts marked running that no task runs: left by a dead server, waiting for a person, or
                 # answered by one. Looked up on every step (by index: only the running ones are read).
                 waiting = await self._adopt_orphans(s, self.store.attempts(series_id, status="running"), running, tally)
@@ -166,7 +171,7 @@ class SeriesRunner:
                         await self.notify()
                         await wake.wait()
                         continue
-                    reruns = self._rate_limited(series_id)
+                    reruns = [] if s.stop_reason == DECIDED_EARLY else self._rate_limited(series_id)
                     if reruns:
                         for a in reruns:
                             self.store.requeue_for_rerun(series_id, a.idx, a.cost_usd or "0")
@@ -181,6 +186,8 @@ class SeriesRunner:
                     return  # paused at the cap
                 if running:
                     await self._wait_any(running, wake)
+                    if early is not None and s.stop_reason is None and early.due(tally.done) and self._decided(s):
+                        self.store.update(series_id, stop_reason=DECIDED_EARLY)
                 elif waiting:
                     # Nothing runs, and nothing may start before a person answers (the first attempt's cost is not
                     # known yet, or the waiting attempts' reserves reach the cap): the series waits for them.
@@ -283,6 +290,18 @@ class SeriesRunner:
 
         if is_sealed(s):
             refresh_sealed_view(self.store.get(s.id), self.store, done=done)
+
+    def _decided(self, s: SeriesRow) -> bool:
+        """A look of a stop_early series' confidence sequence: True when it decides the verdict."""
+        from aqven.research.series_end import compute_verdict  # series_end imports this module
+        from aqven.store.series_tally import read_tally
+
+        view = sequence_view(self.store, s)
+        verdict = compute_verdict(s, read_tally(self.store.db, s.id), provisional=True, sequence=view)
+        if verdict is None:
+            return False
+        decision = verdict.get("would_be") or verdict.get("verdict")
+        return decision in ("confirmed", "refuted")
 
     async def _wait_any(self, running: dict[int, asyncio.Task[str]], wake: asyncio.Event) -> None:
         waker = asyncio.ensure_future(wake.wait())

@@ -211,6 +211,7 @@ def prepare_series(
                 estimates=dev_estimates(ws, store, exp, simulated=simulate) if store is not None else None,
             ),
             simulate=simulate,
+            stop_early=spec.stop_early,
         )
     else:
         assert body.look is not None

@@ -13,6 +13,7 @@ from typing import Any
 
 from aqven.errors import NotFoundError
 from aqven.research.holdout import series_error_view
+from aqven.research.series_early import early_stop_record, sequence_view
 from aqven.research.series_end import compute_verdict
 from aqven.research.series_runner import active_now
 from aqven.store.approvals import approvals_of
@@ -48,7 +49,8 @@ def refresh_sealed_view(s: SeriesRow, store: SeriesStore, *, done: int) -> bool:
     if done - int(view.get("done", 0)) < coarse_step(total):
         return False
     tally = read_tally(store.db, s.id)
-    verdict = compute_verdict(s, tally, provisional=True)
+    sequence = sequence_view(store, s) if s.plan.stop_early else None
+    verdict = compute_verdict(s, tally, provisional=True, sequence=sequence)
     t = tally.total
     store.update(
         s.id,
@@ -191,7 +193,8 @@ def snapshot(s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases:
     tally = read_tally(store.db, s.id, finished_since=active_now(s) - ETA_WINDOW_S)
     total = tally.total
     spent, unpriced = spend(tally, runs)
-    verdict = s.verdict if s.status in ENDED else compute_verdict(s, tally, provisional=True)
+    sequence = sequence_view(store, s) if s.plan.stop_early and s.status not in ENDED else None
+    verdict = s.verdict if s.status in ENDED else compute_verdict(s, tally, provisional=True, sequence=sequence)
     if s.status == "cancelled" and s.ended_at is None:
         # Cancelled while attempts still finish: the verdict is already invalid (cancelled), not missing.
         verdict = compute_verdict(s, tally, provisional=False)
@@ -241,6 +244,8 @@ def snapshot(s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases:
             "question": s.plan.question,
         },
         "launch_plan": s.plan.launch_plan,
+        "stop_early": s.plan.stop_early,
+        "early_stop": early_stop_record(s, total.done, total.attempts, spent),
         "as_of": time.time(),
     }
     if is_sealed(s) and s.ended_at is None:

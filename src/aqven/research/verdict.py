@@ -284,6 +284,7 @@ def decide(
     rates = tuple(_rate_cell(question.metric, v, c, judge) for v, c in cells.items())
     decided: list[Comparison] = []
     reason: str | None = invalid_reason
+    so_far = sequence is not None and provisional  # a stop_early series still running: valid at every look
     if sequence is not None:
         provisional = False
     try:
@@ -294,7 +295,7 @@ def decide(
     except NoData:
         reason = reason or "no_data"
     if reason is not None:
-        text = sentence(question, scope, "invalid", reason=reason, provisional=provisional)
+        text = sentence(question, scope, "invalid", reason=reason, provisional=provisional, so_far=so_far)
         return Verdict("invalid", text, reason, False, None, provisional, cells=rates)
 
     decision = _combine([c.decision for c in decided])
@@ -317,6 +318,7 @@ def decide(
         cases_to_decide=to_decide,
         signals=signals,
         provisional=provisional,
+        so_far=so_far,
     )
     return Verdict(
         verdict=name,
@@ -561,10 +563,17 @@ def sentence(
     signals: Sequence[SignalReason] = (),
     reason: str | None = None,
     provisional: bool = False,
+    so_far: bool = False,
 ) -> str:
-    """The one sentence the server writes for a verdict: plain, exact, quotable."""
+    """The one sentence the server writes for a verdict: plain, exact, quotable.
+
+    ``provisional``: a series still running, read on an interval made for its final size (not valid until
+    the end). ``so_far``: a stop_early series still running, read on its confidence sequence (valid now).
+    """
     where = _scope(scope)
     prefix = "Provisional (still running): " if provisional else ""
+    if so_far:
+        prefix = "So far (stop_early, valid at every look; still running): "
     if verdict == "invalid":
         short, long = _INVALID.get(reason or "", (reason or "unknown", "cannot be decided"))
         return f"{prefix}Invalid: {short} — the series on {where} {long}, so it decides nothing."

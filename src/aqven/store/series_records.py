@@ -44,6 +44,8 @@ class SeriesPlan(BaseModel):
     launch_plan: dict[str, Any] = Field(default_factory=dict)
     look: LookSpec | None = None
     simulate: bool = False
+    stop_early: bool = False
+    """The experiment declared stop_early: the series decides on the confidence sequence and may stop early."""
 
 
 class SeriesRow(BaseModel):
