@@ -95,3 +95,15 @@ def test_aqven_check_refuses_stop_early_on_a_judge_decided_metric(tiny_env: Path
     root2 = project(tmp_path / "q", case_names(10, 10), experiment=bad_type)
     _ws, diagnostics = check_workspace(root2)
     assert any(d.severity == "error" and "stop_early" in d.message for d in diagnostics), diagnostics
+
+
+def test_the_launch_plan_of_a_stop_early_experiment_expects_fewer_attempts(tiny_env: Path, tmp_path: Path) -> None:
+    root = project(tmp_path / "p", case_names(400, 10))
+    with client_for(root) as client:
+        dev = start(client, experiment_id="rate", on="dev", simulate=True)["series"]["series_id"]
+        settle(client, dev, timeout=120)
+        plan = client.post("/api/experiments/rate/launch-plan", json={"on": "dev", "simulate": True}).json()
+    early = plan["stop_early"]
+    assert plan["planning"] == f"from series {dev}"  # every case passed there: far above 0.55
+    assert early["attempts"] == 400 and early["expected_attempts"] <= 40 and early["stops_early_share"] > 0.9
+    assert early["text"].startswith("stop_early: about")

@@ -160,3 +160,14 @@ def test_stop_early_keeps_its_false_confirmations_under_a_look_every_five_percen
         peeked |= low > p
     assert sequence_confirmed <= limit(SERIES)
     assert float(np.mean(peeked)) > limit(SERIES)
+
+
+def test_no_paired_interval_clears_minus_m_on_fewer_agreeing_cases_than_the_plan_floor() -> None:
+    """The launch plan's noninferior floor: variants that agree on every one of fewer cases stay below −m."""
+    from aqven.research import launch_math
+    from aqven.research.stats import paired_difference
+
+    floor = launch_math.zero_failure_cases(1 - 0.02)
+    assert floor == 183
+    agree = [(2.0, 2)] * (floor - 1)
+    assert paired_difference(agree, agree).low <= -0.02

@@ -10,6 +10,7 @@ from aqven.research import launch_math
 from aqven.research.caps import ProjectCap, confirmed_project_cap, parse_cap
 from aqven.research.experiment_schema import MAX_REPEATS, Question
 from aqven.research.experiments import ExperimentSource, selected_cases
+from aqven.research.launch_early import expected_attempts
 from aqven.research.launch_history import DevEstimates
 from aqven.research.verdict import ALPHA
 from aqven.research.workspace import Workspace
@@ -87,6 +88,8 @@ def launch_plan(
         plan.update({"half_width": None, "margin": q.margin, "recommended": None, "below_recommended": False})
     else:
         plan.update(_precision(spec.question, spec.variant_ids, n, r, len(available), estimates))
+        if spec.stop_early:
+            plan["stop_early"] = _early(q, plan, n, r, k)
     plan.update(
         {
             "needs_approval": cap is not None and cap > pcap,
@@ -95,6 +98,29 @@ def launch_plan(
         }
     )
     return plan
+
+
+def _early(q: Question, plan: dict[str, Any], n: int, r: int, k: int) -> dict[str, Any]:
+    """The expected attempts of a stop_early series at the planning numbers (`aqven.research.launch_early`)."""
+    diffs = plan.get("planning_differences") or [0.0]
+    out = expected_attempts(
+        kind=q.kind,
+        line=_line(q),
+        at_least=q.kind != "threshold" or q.direction == "at_least",
+        rate=plan["planning_rate"],
+        rho=plan["planning_rho"],
+        cases=n,
+        repeats=r,
+        variants=k,
+        difference=min(diffs),
+        level=plan["level"],
+    )
+    out["text"] = (
+        f"stop_early: about {out['expected_attempts']} of {out['attempts']} attempts expected at the planning "
+        f"rate ({out['stops_early_share']:.0%} of simulated series stop before the end); the interval it decides "
+        "on is valid at every look, and wider than a fixed-size one"
+    )
+    return out
 
 
 def comparisons_of(question: Question, variants: list[str]) -> int:
@@ -142,7 +168,7 @@ def _precision(
         else None
     )
     out["power"] = _power(q, rate, r, rho, between, z, out.get("planning_differences"), available)
-    floor = _zero_failure_floor(q)
+    floor = _zero_failure_floor(q, k)
     out["zero_failure_floor"] = floor
     if q.margin > 0:
         need = (
@@ -156,7 +182,7 @@ def _precision(
             need, by = floor["cases"], "zero_failure_floor"
             text = (
                 f"at least {need} cases would be needed before the interval could clear {floor['line']:g}"
-                f" even if every one {'passed' if q.direction == 'at_least' else 'failed'}; "
+                f" even if {_every(q)}; "
             )
         short = need > available
         text += f"only {available} are available" if short else f"{available} are available"
@@ -172,6 +198,13 @@ def _precision(
         out["recommended"] = None
         out["below_recommended"] = False
     return out
+
+
+def _every(q: Question) -> str:
+    """What the zero-failure floor assumes of every case, in words."""
+    if q.kind == "noninferior":
+        return "the variants agreed on every one"
+    return f"every one {'passed' if q.direction == 'at_least' else 'failed'}"
 
 
 def _line(q: Question) -> float:
@@ -220,9 +253,20 @@ def _power(
     return out
 
 
-def _zero_failure_floor(q: Question) -> dict[str, Any] | None:
+def _zero_failure_floor(q: Question, comparisons: int = 1) -> dict[str, Any] | None:
     """Threshold questions: the cases that must all pass (at least) or all fail (at most) before the
-    interval can clear the line at all; None for paired questions."""
+    interval can clear the line at all. Noninferior: the cases on which the variants must agree every time
+    before the difference can clear −m (a share of about 3.7/n of cases that B breaks outright could hide
+    in any sample of n). None for compare, whose line a sample of agreeing cases never clears."""
+    if q.kind == "noninferior":
+        if q.margin <= 0:
+            return None
+        cases = launch_math.zero_failure_cases(1 - q.margin, ALPHA / 2 / comparisons)
+        text = (
+            f"a confirmation needs at least {cases} cases, and even then only if the variants agree on every "
+            f"one: no interval valid for every population puts the difference above {-q.margin:g} on fewer"
+        )
+        return {"cases": cases, "line": -q.margin, "all": "agree", "text": text}
     if q.kind != "threshold":
         return None
     line = _line(q)
