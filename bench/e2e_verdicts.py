@@ -23,7 +23,7 @@ simulators). Exit status 1 if a false-confirmation rate's point estimate exceeds
 other than done).
 
     .venv/bin/python bench/e2e_verdicts.py [--seeds 50] [--cases 100] [--repeats 2] [--jobs 2] [--quick]
-    .venv/bin/python bench/e2e_verdicts.py --cases 0 --repeats 2 --name e2e_verdicts_238x2   # all 238 cases
+    .venv/bin/python bench/e2e_verdicts.py --cases 0 --repeats 2 --name e2e_verdicts_725x2   # all 725 cases
 
 Writes every series to bench/out/<name>_series.csv and the summary to docs/figures/<name>.csv (bench/out/
 with --quick or --out); <name> is e2e_verdicts unless --name says otherwise.
@@ -334,7 +334,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=50, help="held-out series per question (default 50)")
     parser.add_argument("--first-seed", type=int, default=1)
-    parser.add_argument("--cases", type=int, default=100, help="held-out cases per series (0: all 238)")
+    parser.add_argument("--cases", type=int, default=100, help="held-out cases per series (0: all 725)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="processes, one project each")
     parser.add_argument("--quick", action="store_true", help="5 seeds of 30 cases (a smoke test)")
