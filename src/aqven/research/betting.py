@@ -22,8 +22,9 @@ lower bound of ``1 − x`` mirrored.
 
 **The bets** are predictable (each from the cases before it): with the running estimates
 ``μ̂ = (½ + Σx)/(t + 1)`` and ``σ̂² = (¼ + Σ(x − μ̂)²)/(t + 1)`` of Waudby-Smith & Ramdas,
-``λ_i = √(2·ln(1/α)/(n·σ̂²))`` for a fixed number ``n`` of cases (the "tuned for n" choice), or
-``√(2·ln(1/α)/(σ̂²·t·ln(t + 1)))`` for the sequence, and ``c_i = min(λ_i·μ̂, C_MAX)``.
+``λ_i = √(2·ln(1/α)/(n·σ̂²))`` for a fixed number ``n`` of cases (the "tuned for n" choice; for the
+sequence, ``n`` is the series' planned number of cases, fixed before the data, which keeps every prefix
+valid), and ``c_i = min(λ_i·μ̂, C_MAX)``.
 
 **What it costs.** At the edges this is as tight as any valid bound can be: ``n`` cases that all pass
 give ``L ≈ α^{1/n}`` (with ``C_MAX = 0.9``: 0.901 for 40 cases against the floor 0.912). Inside it is
@@ -61,16 +62,20 @@ _U_MAX: Final[float] = 1e12
 """``1/m`` beyond which the lower bound is 0."""
 
 
-def betting_lower_batch(x: Floats, valid: Mask, alpha: float, *, sequential: bool = False) -> Floats:
+def betting_lower_batch(
+    x: Floats, valid: Mask, alpha: float, *, sequential: bool = False, tuned_for: int | None = None
+) -> Floats:
     """The one-sided lower bound at error ``alpha`` of the mean of ``x`` (rows: series; columns: cases).
 
     ``valid`` marks the columns a row has; its cases are bet on in column order. Fixed-``n`` bets
-    (``sequential=False``) are tuned for the row's number of cases; sequential bets are valid at every
-    prefix (the bound of the prefix of each length is what `sequence_interval_batch` reads). A row
-    without a case gets ``nan``.
+    (``sequential=False``) are tuned for the row's number of cases; sequential bets for ``tuned_for``
+    cases (the series' planned size) and never look further than the case they bet on, so the bound of
+    every prefix is valid at once (what `sequence_interval_batch` reads). A row without a case gets ``nan``.
     """
+    if sequential and tuned_for is None:
+        raise ValueError("sequential bets need the size they are tuned for, fixed before the data")
     x = np.where(valid, np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0), 0.0)
-    c = _bets(x, valid, alpha, sequential)
+    c = _bets(x, valid, alpha, tuned_for if sequential else None)
     return _solve(x, c, alpha, np.asarray(valid.any(axis=1), dtype=np.bool_))
 
 
@@ -106,14 +111,19 @@ def _shuffled(x: Floats, valid: Mask) -> tuple[Floats, Mask]:
     return np.take_along_axis(xs, order, axis=1), position < count
 
 
-def sequence_interval_batch(x: Floats, valid: Mask, alpha: float, looks: NDArray[np.int64]) -> tuple[Floats, Floats]:
+def sequence_interval_batch(
+    x: Floats, valid: Mask, alpha: float, looks: NDArray[np.int64], tuned_for: int | None = None
+) -> tuple[Floats, Floats]:
     """The anytime-valid confidence sequence read at the given prefix lengths, with running intersection.
 
     ``looks`` (shape (series, k), nondecreasing along a row) are the numbers of leading valid cases seen
     at each look; the result (shape (series, k)) is ``max`` of the lower and ``min`` of the upper bounds
     of all looks so far. Valid at every look at once (Ville's inequality), so a series may stop at the
-    first look that decides.
+    first look that decides. The bets are tuned for ``tuned_for`` cases (default: the number of columns,
+    the planned size): any size fixed before the data keeps the sequence valid, and the planned one makes
+    it tightest near the end, where a series that does not stop early decides.
     """
+    size = tuned_for if tuned_for is not None else x.shape[1]
     x = np.asarray(x, dtype=np.float64)
     rank = np.cumsum(valid, axis=1)
     looks = np.asarray(looks, dtype=np.int64)
@@ -121,15 +131,16 @@ def sequence_interval_batch(x: Floats, valid: Mask, alpha: float, looks: NDArray
     highs = np.empty(looks.shape, dtype=np.float64)
     for j in range(looks.shape[1]):
         seen = valid & (rank <= looks[:, j : j + 1])
-        lows[:, j] = betting_lower_batch(x, seen, alpha / 2, sequential=True)
-        highs[:, j] = 1.0 - betting_lower_batch(1.0 - x, seen, alpha / 2, sequential=True)
+        lows[:, j] = betting_lower_batch(x, seen, alpha / 2, sequential=True, tuned_for=size)
+        highs[:, j] = 1.0 - betting_lower_batch(1.0 - x, seen, alpha / 2, sequential=True, tuned_for=size)
     lows = np.where(np.isnan(lows), 0.0, lows)
     highs = np.where(np.isnan(highs), 1.0, highs)
     return np.maximum.accumulate(lows, axis=1), np.minimum.accumulate(highs, axis=1)
 
 
-def _bets(x: Floats, valid: Mask, alpha: float, sequential: bool) -> Floats:
-    """The predictable fractions ``c_i`` (0 on columns a row does not have)."""
+def _bets(x: Floats, valid: Mask, alpha: float, tuned_for: int | None) -> Floats:
+    """The predictable fractions ``c_i`` (0 on columns a row does not have): tuned for the row's own number
+    of cases, or for ``tuned_for`` cases fixed in advance (a sequence)."""
     rows = x.shape[0]
     seen = np.cumsum(valid, axis=1).astype(np.float64)  # cases up to and including i
     before = seen - valid  # cases before i
@@ -139,12 +150,11 @@ def _bets(x: Floats, valid: Mask, alpha: float, sequential: bool) -> Floats:
     var_after = (0.25 + np.cumsum(spread, axis=1)) / (seen + 1)
     var_before = np.concatenate([np.full((rows, 1), 0.25), var_after[:, :-1]], axis=1)
     log_alpha = math.log(1 / alpha)
-    if sequential:
-        t = before + 1
-        lam = np.sqrt(2 * log_alpha / (var_before * t * np.log1p(t)))
+    if tuned_for is not None:
+        n = np.full((rows, 1), float(max(tuned_for, 1)))
     else:
         n = np.maximum(valid.sum(axis=1, keepdims=True), 1).astype(np.float64)
-        lam = np.sqrt(2 * log_alpha / (n * var_before))
+    lam = np.sqrt(2 * log_alpha / (n * var_before))
     out: Floats = np.where(valid, np.minimum(lam * mean_before, C_MAX), 0.0)
     return out
 

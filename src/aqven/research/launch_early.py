@@ -51,7 +51,7 @@ def expected_attempts(
         x = (1.0 + xb - x) / 2  # the per-case difference, mapped to [0, 1] as the sequence reads it
         line = (1.0 + line) / 2
     seen = np.tile(np.array(lengths, dtype=np.int64), (SERIES, 1))
-    lows, highs = sequence_interval_batch(x, np.ones_like(x, dtype=bool), 1 - level, seen)
+    lows, highs = sequence_interval_batch(x, np.ones_like(x, dtype=bool), 1 - level, seen, tuned_for=cases)
     decided = (lows > line) | (highs <= line) if at_least else (highs < line) | (lows >= line)
     first = np.where(decided.any(axis=1), decided.argmax(axis=1), len(lengths) - 1)
     per_case = repeats * variants

@@ -61,7 +61,7 @@ def sequence_rate(means: Sequence[float], counted: Sequence[int], planned_cases:
     valid = r > 0
     if not looks or not valid[: looks[-1]].any():
         raise NoData("no look of the sequence has a counted case yet")
-    low, high = _read(x, valid, looks, 1 - level)
+    low, high = _read(x, valid, looks, 1 - level, planned_cases)
     used = valid[: looks[-1]]
     est = float(np.sum(x[: looks[-1]][used] * r[: looks[-1]][used]) / np.sum(r[: looks[-1]][used]))
     return Interval(est, low, high, int(used.sum()), int(r[: looks[-1]][used].sum()))
@@ -79,7 +79,7 @@ def sequence_difference(
         raise NoData("no look of the sequence has a case counted in both variants yet")
     with np.errstate(divide="ignore", invalid="ignore"):
         diff = np.where(both, yb / np.where(both, rb, 1.0) - ya / np.where(both, ra, 1.0), 0.0)
-    low, high = _read((1.0 + diff) / 2, both, looks, 1 - level)
+    low, high = _read((1.0 + diff) / 2, both, looks, 1 - level, planned_cases)
     last = looks[-1]
     used = both[:last]
     pa = ya[:last][used].sum() / ra[:last][used].sum()
@@ -88,10 +88,10 @@ def sequence_difference(
     return Interval(float(pb - pa), 2 * low - 1, 2 * high - 1, int(used.sum()), attempts)
 
 
-def _read(x: np.ndarray, valid: np.ndarray, looks: list[int], alpha: float) -> tuple[float, float]:
+def _read(x: np.ndarray, valid: np.ndarray, looks: list[int], alpha: float, planned: int) -> tuple[float, float]:
     """The running-intersection bounds after the given looks (prefix lengths of the whole order)."""
     counted_before = np.cumsum(valid)
     # A look at prefix length L sees the valid cases among the first L of the order.
     seen = np.array([[int(counted_before[length - 1]) for length in looks]], dtype=np.int64)
-    lows, highs = sequence_interval_batch(x[None, :], valid[None, :], alpha, seen)
+    lows, highs = sequence_interval_batch(x[None, :], valid[None, :], alpha, seen, tuned_for=planned)
     return float(lows[0, -1]), float(highs[0, -1])
