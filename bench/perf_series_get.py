@@ -154,5 +154,6 @@ def main() -> None:
                 flush=True,
             )
 
+
 if __name__ == "__main__":
     main()

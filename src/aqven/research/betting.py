@@ -143,7 +143,6 @@ def _bets(x: Floats, valid: Mask, alpha: float, tuned_for: int | None) -> Floats
     of cases, or for ``tuned_for`` cases fixed in advance (a sequence)."""
     rows = x.shape[0]
     seen = np.cumsum(valid, axis=1).astype(np.float64)  # cases up to and including i
-    before = seen - valid  # cases before i
     mean_after = (0.5 + np.cumsum(x, axis=1)) / (seen + 1)
     mean_before = np.concatenate([np.full((rows, 1), 0.5), mean_after[:, :-1]], axis=1)
     spread = np.where(valid, (x - mean_before) ** 2, 0.0)
