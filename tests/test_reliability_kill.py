@@ -43,7 +43,7 @@ def test_series_survives_sigkill_and_restart(tmp_path: Path) -> None:
     assert report.verdict_same, (report.verdict, report.baseline_verdict)
 
 
-class _Died(Exception):
+class _Died(BaseException):
     """The process dies here: nothing after this line runs (a SIGKILL, as seen from the database)."""
 
 

@@ -254,3 +254,24 @@ def test_a_look_on_a_held_out_case_tells_nothing_through_its_numbers(tiny_env: P
     assert alone["progress"]["counted"] == 0 and alone["cases"] == [] and alone["hidden_cases"] == 1
     assert both["matrix"][0]["counted"] == 1 and both["matrix"][0]["passes"] == 1  # the working case only
     assert [c["case"] for c in both["cases"]] == [good]
+
+
+def test_runs_without_a_case_and_of_working_cases_are_still_listed(tiny_env: Path, tmp_path: Path) -> None:
+    """The control of the side rule: a run of a plain input (no side, no case) and a run of a working case are
+    listed by REST and Studio, and neither is counted as held out."""
+    dev = case_names(2, 0)
+    root = write_tiny(tmp_path / "tiny", dev)
+    with client_for(root) as client:
+        plain = client.post(
+            "/api/runs", json={"flow_id": "answer", "input": {"text": "hi"}, "simulate": True, "wait": True}
+        )
+        case = client.post("/api/runs", json={"flow_id": "answer", "case": dev[0], "simulate": True, "wait": True})
+        assert plain.status_code == case.status_code == 201
+        assert plain.json()["side"] is None and case.json()["side"] == "dev"
+        listed = client.get("/api/runs")
+        assert {r["id"] for r in listed.json()} == {plain.json()["id"], case.json()["id"]}
+        assert listed.headers["X-Hidden-Holdout-Runs"] == "0"
+        page = client.get("/api/studio/runs", params={"status": "done"}).json()
+        assert page["total"] == 2 and page["held_out_hidden"] == 0
+        for run in (plain.json(), case.json()):
+            assert client.get(f"/api/runs/{run['id']}").status_code == 200

@@ -57,7 +57,8 @@ def run_held_out(side: object, case_name: object) -> bool:
 
 
 #: The SQL form of `run_held_out` on the runs table (listings filter with it, so they page and count in SQL).
-HELD_OUT_RUN_SQL = "(side='holdout' OR (side IS NULL AND case_name IS NOT NULL AND case_name != ''))"
+#: Never NULL (COALESCE): `NOT` of an unknown would leave out a run without a side and a case, which is shown.
+HELD_OUT_RUN_SQL = "(COALESCE(side, '') = 'holdout' OR (side IS NULL AND COALESCE(case_name, '') != ''))"
 
 
 def is_held_out(package: str | None, case_name: object) -> bool:
