@@ -125,9 +125,9 @@ def test_showcase_noninferior_mistral_on_holdout_is_confirmed_and_writes_its_fin
         assert needed in files, needed
     # Only what the series ran: no flow, agent or dataset it never used.
     assert not [f for f in files if f.startswith(("flows/judge_panel", "agents/qwen", "datasets/support_case_cases"))]
-    assert data["seal"].startswith("hmac-sha256:") and data["evidence"]["attempts"] == 1200
+    assert data["seal"].startswith("hmac-sha256:") and data["evidence"]["attempts"] == 725 * 6 * 2
     assert data["evidence"]["inputs_hashes"] == [data["inputs"]["hash"]]  # every attempt ran on one set of inputs
-    assert [(r["series_id"], r["status"], r["cases"]) for r in data["reads"]] == [(sid, "done", 100)]
+    assert [(r["series_id"], r["status"], r["cases"]) for r in data["reads"]] == [(sid, "done", 725)]
     assert data["split"].startswith("sha256:") and data["scope"]["seed"] == SEED
 
     md = (root / "FINDINGS.md").read_text()
