@@ -278,6 +278,8 @@ def test_a_raised_project_cap_is_confirmed_by_a_person_in_studio(person: Any, se
         while not served.get("/api/project")["project_cap_pending"]:
             assert time.monotonic() < deadline, "the server did not reload aqven.yaml"
             time.sleep(0.1)
+        person.goto(f"http://127.0.0.1:{served.port}/studio/#/")
+        person.wait_for_selector("#cap-pending")  # the overview says so too
         person.goto(f"http://127.0.0.1:{served.port}/studio/#/experiments/reply_overpromise_risk")
         person.wait_for_selector("#cap-pending")
         assert "asks for a project cap of $3.00" in person.inner_text("#cap-pending")

@@ -459,6 +459,7 @@ async function pageOverview() {
       h('a', { class: 'stat', href: '#/research' }, h('b', {}, o.experiments), h('span', {}, `experiments · ${o.series.total} series`)),
       h('a', { class: 'stat', href: '#/research' }, h('b', {}, paused), h('span', {}, 'series await approval')),
       h('a', { class: 'stat', href: '#/findings' }, h('b', {}, o.findings), h('span', {}, 'findings'))),
+    capPendingNote(p, () => location.reload()),
     paused ? h('div', { class: 'note warn' }, h('b', {}, 'Waiting for you: '),
       o.awaiting_approval.map((sr, i) => [i ? ', ' : '', link('#/series/' + sr.series_id, `${sr.experiment_id || 'look'} (${sr.series_id})`)])) : null,
     h('h2', {}, h('code', {}, 'aqven check')),
