@@ -329,3 +329,69 @@ def test_a_signal_removes_server_json(tmp_path: Path, sig: signal.Signals) -> No
     while info.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not info.exists()
+
+
+NOBODY_READS = """
+import json, sys, urllib.request, urllib.error
+root = sys.argv[1]
+out = {}
+for name in ("server.json", "aqven.sqlite", "server.log"):
+    try:
+        open(f"{root}/.aqven/{name}", "rb").read(64)
+        out[name] = "read"
+    except OSError as exc:
+        out[name] = type(exc).__name__
+try:
+    urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[2]}/api/project", timeout=10)
+    out["api"] = 200
+except urllib.error.HTTPError as exc:
+    out["api"] = exc.code
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as the user nobody")
+def test_another_local_user_reads_nothing(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """As the user `nobody`, with the project in a folder every user may enter: no token, no database."""
+    import pwd
+    import tempfile
+
+    from aqven.project.init import init_project
+
+    nobody = pwd.getpwnam("nobody")
+    base = Path(tempfile.mkdtemp(prefix="aqven-shared-", dir="/tmp"))
+    base.chmod(0o755)
+    root = init_project(base / "lumen", "lumen")
+    for folder in (base, root):
+        folder.chmod(0o755)
+    server = LiveServer(root, server_env(AQVEN_SIMULATE="1"))
+    server.start()
+    try:
+        assert (root / "aqven.yaml").stat().st_mode & 0o004  # the project itself is readable by others
+
+        def as_nobody() -> None:
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+
+        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable  # stdlib only
+        out = subprocess.run(
+            [python, "-I", "-c", NOBODY_READS, str(root), str(server.port)],
+            preexec_fn=as_nobody,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
+        )
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == {
+            "server.json": "PermissionError",
+            "aqven.sqlite": "PermissionError",
+            "server.log": "PermissionError",
+            "api": 401,
+        }
+    finally:
+        server.stop()
+        stop_server(root)
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)

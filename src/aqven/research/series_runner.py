@@ -35,6 +35,11 @@ from aqven.store.series_records import AttemptRow, SeriesRow
 
 log = logging.getLogger("aqven.series")
 
+
+class _EndNotWritten(Exception):
+    """Deciding a finished series failed midway; it stays running for the next start to decide."""
+
+
 PAUSE_AT = Decimal("0.9")
 RATE_LIMITED = PROVIDER_RATE_LIMITED
 
@@ -156,7 +161,7 @@ class SeriesRunner:
                     if running:
                         await self._wait_any(running, wake)
                         continue
-                    self._finalize(series_id)
+                    self._finalize_or_leave(series_id)
                     await self.notify()
                     return
                 if s.status == "waiting_human":
@@ -178,7 +183,7 @@ class SeriesRunner:
                         tally.done -= len(reruns)
                         queue = self.store.attempts(series_id, status="queued")
                         continue
-                    self._finalize(series_id)
+                    self._finalize_or_leave(series_id)
                     await self.notify()
                     return
                 if self._start_more(s, queue, running, tally, waiting=len(waiting)):
@@ -198,6 +203,8 @@ class SeriesRunner:
             for task in running.values():
                 task.cancel()
             raise
+        except _EndNotWritten:
+            pass  # left running on purpose: the next start decides it again (see _finalize_or_leave)
         except Exception as exc:  # a bug or a broken row: the series fails with a code instead of running forever
             for task in running.values():
                 task.cancel()
@@ -518,6 +525,17 @@ class SeriesRunner:
             active_since=None,
             pause={"reason": "spend_near_cap", "spent_usd": str(spent), "cap_usd": s.cap_usd, "since": now_iso()},
         )
+
+    def _finalize_or_leave(self, series_id: str) -> None:
+        """Decide the series; when writing its end fails (the finding files, the row), leave it running: the
+        next start decides it again and writes the finding once, as after a crash at the same point."""
+        try:
+            self._finalize(series_id)
+        except Exception as exc:
+            log.error(
+                "series %s: its end was not written (%s); the next start decides it", series_id, redact(repr(exc))
+            )
+            raise _EndNotWritten from exc
 
     def _fail(self, series_id: str, exc: BaseException) -> None:
         """End a series whose driver raised: status failed, `SERIES_INTERNAL_ERROR`, the details in the log only
