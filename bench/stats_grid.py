@@ -39,18 +39,34 @@ case rates are drawn as for one rate; B runs the same cases at the same rates, e
 broken for B (every attempt fails) with probability β. The truth is B − A = −β·p, the case a noninferior
 question must not confirm; the oracle variance is Var(δ)/n of the per-case difference δ = m_B − m_A.
 
-    .venv/bin/python bench/stats_grid.py            # the full grid → docs/figures/ (560 s of CPU in all)
-    .venv/bin/python bench/stats_grid.py --quick    # a small grid → bench/out/ (about a minute)
+Beyond the Beta grid, the populations of issue 10 (defined and simulated in `stats_families.py`, which
+says how each world and its oracle are computed): the coverage families ``bimodal`` (a few hard cases
+among easy ones with scattered failures), ``scores`` (scores in [0, 1]), ``drops`` (unequal repeats:
+attempts lost at random, independently per variant), ``small_n`` (5–12 cases, many repeats) and
+``ones`` (rates exactly 1.0), each for one rate and paired; ``boundary`` (false confirmations of the four
+question kinds with the truth on the flip point, decided as `verdict.classify` does); and ``peeking``
+(stop_early: the confidence sequence read at 20 looks, stopped at the first decided). Each part writes its
+CSV (coverage_<family>.csv, boundary.csv, peeking.csv); the summary prints per part the figures and the
+targets of issue 10 with PASS/FAIL.
+
+    .venv/bin/python bench/stats_grid.py            # every part → docs/figures/
+    .venv/bin/python bench/stats_grid.py --quick    # a small version of every part → bench/out/ (minutes)
+    .venv/bin/python bench/stats_grid.py --only bimodal,boundary   # some parts (see --help for the names)
+    .venv/bin/python bench/stats_grid.py --from-csv # the summary of every part's CSV in the output folder
+    .venv/bin/python bench/stats_grid.py --recheck-boundary 10 --sims 20000 --base-seed 7
+                # the 10 boundary cells with the most false confirmations again → boundary_recheck.csv
     .venv/bin/python bench/stats_grid.py --recheck-top 10 --sims 20000 --base-seed 7
-                # the 10 cells of each kind with the largest one-sided miss again, with new series
+                # the 10 cells of each Beta kind and of each family with the largest one-sided miss again,
+                # with new series → coverage_recheck.csv, families_recheck.csv
     .venv/bin/python bench/stats_grid.py --cell one_rate,p=0.97,n=100,r=20,rho=0.3 --sims 20000 --base-seed 7
     .venv/bin/python bench/stats_grid.py --cell broken,p=0.5,n=30,r=5,rho=0.9,beta=0.05 --out bench/out/broken
-    options: --sims N (series per cell), --jobs N (processes), --out DIR, --only one_rate|paired, --no-plot,
+    options: --sims N (series per cell), --jobs N (processes), --out DIR, --only PARTS, --no-plot,
              --from-csv (summary and plot from the CSVs in the output folder, no simulation),
              --compare PATH (the same cells from an earlier run, a CSV or a folder of them: before → after)
 
-Writes coverage_one_rate.csv, coverage_paired.csv and coverage.png (skipped with a message when matplotlib
-is missing) to the output folder and prints a summary.
+Writes coverage_one_rate.csv, coverage_paired.csv and coverage.png (the Beta grid), coverage_<family>.csv,
+boundary.csv, peeking.csv and families.png (skipped with a message when matplotlib is missing) to the output
+folder and prints a summary; the exit status is 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -430,7 +446,7 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 def read_csv(path: Path) -> list[dict[str, Any]]:
     def value(k: str, v: str) -> Any:
-        if k in ("kind", "seed"):
+        if k in ("kind", "seed", "family", "question", "world"):
             return v
         if k in ("n", "r", "sims"):
             return int(v)
@@ -698,17 +714,158 @@ def _cp(k: int, n: int) -> tuple[float, float]:
     return lo, hi
 
 
+BETA_PARTS = ("one_rate", "paired")
+PARTS = (*BETA_PARTS, "bimodal", "scores", "drops", "small_n", "ones", "boundary", "peeking")
+PREVIOUS_WIDTH = {"one_rate": 1.197, "paired": 1.318}
+"""Median width ÷ oracle on the Beta grid before the distribution-free guard (commit 0c344cf)."""
+WIDTH_ALLOWANCE = 1.25
+
+
+def _parts(text: str | None) -> list[str]:
+    if text is None:
+        return list(PARTS)
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in parts if p not in PARTS]
+    if bad:
+        raise SystemExit(f"--only: unknown part(s) {', '.join(bad)}; choose from {', '.join(PARTS)}")
+    return parts
+
+
+def _csv_name(part: str) -> str:
+    return {"boundary": "boundary.csv", "peeking": "peeking.csv"}.get(part, f"coverage_{part}.csv")
+
+
+def _cpu() -> float:
+    return sum(
+        getattr(resource.getrusage(w), k)
+        for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for k in ("ru_utime", "ru_stime")
+    )
+
+
+def run_part(part: str, quick: bool, sims: int, jobs: int, base_seed: int) -> list[dict[str, Any]]:
+    import stats_families as fam
+
+    if part in BETA_PARTS:
+        g = (QUICK if quick else FULL)[part]
+        cells = one_rate_cells(g) if part == "one_rate" else paired_cells(g)
+        if part == "paired":
+            err = check_tables(cells)
+            print(f"copula tables: mean of every tabulated case-rate distribution within {err:.1e} of p")
+        print(f"{part}: {len(cells)} cells × {sims} series on {jobs} process(es)", flush=True)
+        return run_grid(cells, sims, jobs, base_seed)
+    if part == "boundary":
+        bcells = fam.boundary_cells(quick)
+        print(f"boundary: {len(bcells)} cells × {sims} series on {jobs} process(es)", flush=True)
+        return fam.run_all(fam.run_boundary_cell, bcells, sims, jobs, base_seed, part)
+    if part == "peeking":
+        pcells = fam.peek_cells(quick)
+        sims = min(sims, 500) if quick else sims  # 20 looks of a sequence are the dearest cells
+        print(f"peeking: {len(pcells)} cells × {sims} series on {jobs} process(es)", flush=True)
+        return fam.run_all(fam.run_peek_cell, pcells, sims, jobs, base_seed, part)
+    fcells = fam.family_cells(part, quick)
+    print(f"{part}: {len(fcells)} cells × {sims} series on {jobs} process(es)", flush=True)
+    return fam.run_all(fam.run_family_cell, fcells, sims, jobs, base_seed, part)
+
+
+def summary(results: dict[str, list[dict[str, Any]]], compare_with: Path | None) -> tuple[list[str], bool]:
+    """The printed summary of every part at hand, and whether everything passed."""
+    import stats_families as fam
+
+    lines: list[str] = []
+    ok = True
+    for kind in BETA_PARTS:
+        rows = results.get(kind)
+        if not rows:
+            continue
+        lines += summarise(kind, rows)
+        for axis in ("p", "n", "r", "rho") + (("c", "diff") if kind == "paired" else ()):
+            lines += breakdown(rows, axis)
+        if compare_with is not None:
+            lines += compare(rows, compare_with)
+        cov = np.array([r["coverage"] for r in rows])
+        worst = max(r["worst_one_sided"] for r in rows)
+        above = sum(r["worst_one_sided"] > fam.MISS_LIMIT for r in rows)
+        width = float(np.median([r["ratio_median"] for r in rows]))
+        allowed = WIDTH_ALLOWANCE * PREVIOUS_WIDTH[kind]
+        grid_ok = cov.min() >= fam.COVERAGE_FLOOR and above == 0
+        lines += [
+            f"  Beta grid {kind} — {'PASS' if grid_ok else 'FAIL'}: min coverage {cov.min():.4f} (≥ "
+            f"{fam.COVERAGE_FLOOR}), worst one-sided miss {worst:.4f}, cells above {fam.MISS_LIMIT}: {above}",
+            f"  Beta grid {kind} width — {'PASS' if width <= allowed else 'FAIL'}: median width ÷ oracle {width:.3f} "
+            f"against {PREVIOUS_WIDTH[kind]:.3f} before the guard (× {width / PREVIOUS_WIDTH[kind]:.3f}; target ≤ "
+            f"{WIDTH_ALLOWANCE}× = {allowed:.3f})",
+        ]
+        for name in ("naive_wilson", "clustered_wald"):
+            if np.mean([r[f"{name}_coverage"] < FLOOR for r in rows]) < 0.25:
+                lines.append(f"  WARNING: the negative control {name} does not fail visibly on {kind}")
+                grid_ok = False
+        ok = ok and grid_ok and width <= allowed
+    for part in fam.FAMILIES:
+        if results.get(part):
+            part_lines = fam.summarise_family(part, results[part])
+            lines += part_lines
+            ok = ok and not any(" — FAIL" in x for x in part_lines)
+    if results.get("boundary"):
+        part_lines = fam.summarise_boundary(results["boundary"])
+        lines += part_lines
+        ok = ok and not any(" — FAIL" in x for x in part_lines)
+    if results.get("peeking"):
+        part_lines = fam.summarise_peek(results["peeking"])
+        lines += part_lines
+        ok = ok and not any(" — FAIL" in x for x in part_lines)
+    return lines, ok
+
+
+def recheck_families(parts: Sequence[str], top: int, out: Path, sims: int, jobs: int, base_seed: int) -> int:
+    """The ``top`` cells of each family with the largest one-sided miss again → families_recheck.csv."""
+    import stats_families as fam
+
+    cells = []
+    for part in parts:
+        path = out / _csv_name(part)
+        if part in fam.FAMILIES and path.exists():
+            ranked = sorted(read_csv(path), key=lambda r: -r["worst_one_sided"])
+            cells += [fam.cell_from_row(r) for r in ranked[:top]]
+    if not cells:
+        return 0
+    rows = fam.run_all(fam.run_family_cell, cells, sims, jobs, base_seed, "recheck")
+    fam.add_cp(rows)
+    write_csv(rows, out / "families_recheck.csv")
+    lines = fam.recheck_lines(rows, "families")
+    print(f"→ {out / 'families_recheck.csv'}\n" + "\n".join(lines))
+    return 0 if " — PASS" in lines[0] else 1
+
+
+def recheck_boundary(top: int, out: Path, sims: int, jobs: int, base_seed: int) -> int:
+    """The ``top`` boundary cells with the most false confirmations again → boundary_recheck.csv."""
+    import stats_families as fam
+
+    ranked = sorted(read_csv(out / "boundary.csv"), key=lambda r: -r["false_confirmed"])
+    worlds = fam.all_boundary_worlds()
+    cells = [fam.boundary_from_row(r, worlds) for r in ranked[:top]]
+    rows = fam.run_all(fam.run_boundary_cell, cells, sims, jobs, base_seed, "boundary recheck")
+    write_csv(rows, out / "boundary_recheck.csv")
+    lines = fam.recheck_lines(rows, "boundary")
+    print(f"→ {out / 'boundary_recheck.csv'}\n" + "\n".join(lines))
+    return 0 if " — PASS" in lines[0] else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a small grid (about a minute)")
+    parser.add_argument("--quick", action="store_true", help="a small version of every part (a minute or two)")
     parser.add_argument("--sims", type=int, default=2000, help="simulated series per cell (default 2000)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: all cores)")
     parser.add_argument(
         "--out", type=Path, default=None, help="output folder (docs/figures, or bench/out with --quick)"
     )
-    parser.add_argument("--only", choices=["one_rate", "paired"], default=None)
+    parser.add_argument(
+        "--only", default=None, metavar="PARTS", help=f"comma-separated parts to run (default all): {', '.join(PARTS)}"
+    )
     parser.add_argument("--no-plot", action="store_true")
-    parser.add_argument("--from-csv", action="store_true", help="no simulation: summarise and plot the CSVs in --out")
+    parser.add_argument(
+        "--from-csv", action="store_true", help="no simulation: summarise and plot every part's CSV in --out"
+    )
     parser.add_argument(
         "--cell",
         action="append",
@@ -730,66 +887,70 @@ def main() -> int:
         type=int,
         default=0,
         metavar="K",
-        help="measure again the K cells of each kind with the largest one-sided miss in the CSVs of the output "
-        "folder (use with --sims and --base-seed); writes coverage_recheck.csv there",
+        help="measure again the K cells of each Beta kind (coverage_recheck.csv) and of each family "
+        "(families_recheck.csv) with the largest one-sided miss in the CSVs of the output folder (use with "
+        "--sims and --base-seed; --only limits the parts)",
+    )
+    parser.add_argument(
+        "--recheck-boundary",
+        type=int,
+        default=0,
+        metavar="K",
+        help="measure again the K boundary cells with the most false confirmations in boundary.csv of the output "
+        "folder (use with --sims 20000); writes boundary_recheck.csv there",
     )
     parser.add_argument("--base-seed", type=int, default=BASE_SEED, help=f"seed of every cell's stream ({BASE_SEED})")
     args = parser.parse_args()
     out = args.out or (ROOT / ("bench/out" if args.quick else "docs/figures"))
-    if args.cell or args.recheck_top:
+    parts = _parts(args.only)
+    if args.cell or args.recheck_top or args.recheck_boundary:
+        status = 0
         specs = list(args.cell)
-        for kind in ("one_rate", "paired") if args.recheck_top else ():
+        for kind in [k for k in BETA_PARTS if k in parts] if args.recheck_top else ():
             ranked = sorted(read_csv(out / f"coverage_{kind}.csv"), key=lambda r: -r["worst_one_sided"])
             specs += [cell_spec(r) for r in ranked[: args.recheck_top]]
-        return recheck(specs, args.sims, args.jobs, args.base_seed, out / "coverage_recheck.csv", args.compare)
-    grid = QUICK if args.quick else FULL
-    kinds = [args.only] if args.only else ["one_rate", "paired"]
+        if specs:
+            status |= recheck(specs, args.sims, args.jobs, args.base_seed, out / "coverage_recheck.csv", args.compare)
+        if args.recheck_top:
+            status |= recheck_families(parts, args.recheck_top, out, args.sims, args.jobs, args.base_seed)
+        if args.recheck_boundary:
+            status |= recheck_boundary(args.recheck_boundary, out, args.sims, args.jobs, args.base_seed)
+        print(f"\n{_cpu():.0f} s CPU (all processes)")
+        return status
     started = time.perf_counter()
     results: dict[str, list[dict[str, Any]]] = {}
-    for kind in kinds if args.from_csv else ():
-        results[kind] = read_csv(out / f"coverage_{kind}.csv")
-    for kind in () if args.from_csv else kinds:
-        cells = one_rate_cells(grid[kind]) if kind == "one_rate" else paired_cells(grid[kind])
-        t0 = time.perf_counter()
-        if kind == "paired":
-            err = check_tables(cells)
-            print(f"copula tables: mean of every tabulated case-rate distribution within {err:.1e} of p")
-        print(f"{kind}: {len(cells)} cells × {args.sims} series on {args.jobs} process(es)", flush=True)
-        rows = run_grid(cells, args.sims, args.jobs)
-        write_csv(rows, out / f"coverage_{kind}.csv")
-        results[kind] = rows
-        print(f"{kind}: {time.perf_counter() - t0:.0f} s → {out / f'coverage_{kind}.csv'}", flush=True)
+    timing: list[str] = []
+    for part in parts:
+        path = out / _csv_name(part)
+        if args.from_csv:
+            if path.exists():
+                results[part] = read_csv(path)
+            continue
+        t0, c0 = time.perf_counter(), _cpu()
+        rows = run_part(part, args.quick, args.sims, args.jobs, args.base_seed)
+        write_csv(rows, path)
+        results[part] = rows
+        timing.append(f"{part} {time.perf_counter() - t0:.0f} s wall / {_cpu() - c0:.0f} s CPU")
+        print(f"{part}: {timing[-1]} → {path}", flush=True)
     if not args.no_plot:
-        print(plot(results, out / "coverage.png"))
+        if any(k in results for k in BETA_PARTS):
+            print(plot({k: v for k, v in results.items() if k in BETA_PARTS}, out / "coverage.png"))
+        import stats_families as fam
+
+        families = {k: v for k, v in results.items() if k in fam.FAMILIES}
+        if families or "boundary" in results:
+            print(fam.plot(families, results.get("boundary", []), out / "families.png"))
     print("\n==== summary ====")
-    failed = False
-    for kind, rows in results.items():
-        print("\n".join(summarise(kind, rows)))
-        for axis in ("p", "n", "r", "rho") + (("c", "diff") if kind == "paired" else ()):
-            print("\n".join(breakdown(rows, axis)))
-        if args.compare is not None:
-            print("\n".join(compare(rows, args.compare)))
-        lows = sorted((r for r in rows if r["coverage"] < FLOOR), key=lambda r: r["coverage"])
-        for r in lows:
-            print(
-                f"  BELOW {FLOOR}: {describe(r)} coverage {r['coverage']:.4f} "
-                f"(P(true<low) {r['p_true_below_low']:.4f}, P(true>high) {r['p_true_above_high']:.4f})"
-            )
-        failed = failed or bool(lows)
-        for name in ("naive_wilson", "clustered_wald"):
-            if np.mean([r[f"{name}_coverage"] < FLOOR for r in rows]) < 0.25:
-                print(f"  WARNING: the negative control {name} does not fail visibly on {kind}")
-                failed = True
-    cpu = sum(
-        getattr(resource.getrusage(w), k)
-        for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-        for k in ("ru_utime", "ru_stime")
-    )
+    lines, ok = summary(results, args.compare)
+    print("\n".join(lines))
+    if timing:
+        print("\ntime per part: " + "; ".join(timing))
     load = os.getloadavg()[0]
     print(
-        f"\ntotal {time.perf_counter() - started:.0f} s wall, {cpu:.0f} s CPU (all processes); load average {load:.2f}"
+        f"total {time.perf_counter() - started:.0f} s wall, {_cpu():.0f} s CPU (all processes); load average {load:.2f}"
     )
-    return 1 if failed else 0
+    print("ALL PASS" if ok else "SOME FAIL (see the lines marked FAIL)")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
