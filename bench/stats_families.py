@@ -1010,7 +1010,13 @@ def summarise_family(family: str, rows: Sequence[dict[str, Any]]) -> list[str]:
             f"  median width ÷ oracle {quantile(ratios, 0.5):.3f} (cells' median; 10th–90th pct "
             f"{quantile(ratios, 0.1):.3f}–{quantile(ratios, 0.9):.3f}, max {quantile(ratios, 1.0):.3f}); 90th-pct "
             f"width ÷ oracle {quantile(r90, 0.5):.3f}; oracle check sd(est)/oracle {quantile(sd, 0.5):.3f} "
-            f"({quantile(sd, 0.0):.3f}–{quantile(sd, 1.0):.3f})",
+            f"({quantile(sd, 0.0):.3f}–{quantile(sd, 1.0):.3f})"
+            + (
+                f"; the oracle is 0 in {sum(math.isnan(x) for x in ratios)} cells (the truth on an edge): their "
+                f"median width {quantile([r['width_median'] for r in sub if math.isnan(r['ratio_median'])], 0.5):.4f}"
+                if any(math.isnan(x) for x in ratios)
+                else ""
+            ),
             f"  control, the unguarded interval ({'penalised beta' if kind == 'one_rate' else 'square-and-add'} "
             f"alone): worst one-sided miss {uworst['unguarded_worst_one_sided']:.4f} ({describe(uworst)}); "
             f"cells above {MISS_LIMIT}: {sum(r['unguarded_worst_one_sided'] > MISS_LIMIT for r in sub)}",

@@ -653,7 +653,7 @@ def load_before(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     files = sorted(path.glob("coverage_*.csv")) if path.is_dir() else [path]
     if not files or not all(f.exists() for f in files):
         raise SystemExit(f"--compare: no coverage CSV at {path}")
-    return {_compare_key(row): row for f in files for row in read_csv(f)}
+    return {_compare_key(row): row for f in files for row in read_csv(f) if "family" not in row}  # Beta grid rows
 
 
 def compare(rows: Sequence[dict[str, Any]], path: Path) -> list[str]:
@@ -831,7 +831,11 @@ def recheck_families(parts: Sequence[str], top: int, out: Path, sims: int, jobs:
         return 0
     rows = fam.run_all(fam.run_family_cell, cells, sims, jobs, base_seed, "recheck")
     fam.add_cp(rows)
-    write_csv(rows, out / "families_recheck.csv")
+    path = out / "families_recheck.csv"
+    done = {c.family for c in cells}
+    kept = [r for r in read_csv(path) if r["family"] not in done] if path.exists() else []  # other families'
+    write_csv(kept + rows, path)
+    rows = kept + rows
     lines = fam.recheck_lines(rows, "families")
     print(f"→ {out / 'families_recheck.csv'}\n" + "\n".join(lines))
     return 0 if " — PASS" in lines[0] else 1
