@@ -1058,7 +1058,7 @@ def summarise_boundary(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def _pdescribe(row: dict[str, Any]) -> str:
     return (
-        f"{row['question']} {row['world']} r={row['r']} N={row['planned_cases']} (plan×{row['factor']:g}) "
+        f"{row['question']} {row['world']} r={row['r']} N={int(row['planned_cases'])} (plan×{row['factor']:g}) "
         f"m={row['margin']:.4g}"
     )
 
