@@ -125,23 +125,20 @@ def one_rate_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, F
     Returns ``(estimate, low, high)``, each of shape (series,); ``nan`` where a row has no data.
     Columns with ``r == 0`` are ignored, so rows may have different numbers of cases.
 
-    The interval is the penalised beta interval (`penalised_beta_batch`) joined with the
-    distribution-free betting interval on the per-case means (`aqven.research.betting`) on the bound
-    that faces the far edge — the low bound at rates of ½ and above, the high bound at ½ and below: a
-    few failing cases that the sample missed pull a high rate down, never up, and a penalised bound
-    that ignores them is what lies above the truth when a few hard cases hide among easy ones with
-    scattered failures. The union of two valid bounds is valid; the penalised one is the narrower where
-    the cases behave. With one pass-or-fail attempt per case the penalised interval is Clopper–Pearson's,
-    exact for every population, and stands alone.
+    The interval is the union of the penalised beta interval (`penalised_beta_batch`) and the
+    distribution-free betting interval on the per-case means (`aqven.research.betting`), on both bounds.
+    The union of two valid intervals is valid; the betting one holds for every population of cases, and
+    the penalised one is the narrower where the cases behave (a penalised bound alone lies above the
+    truth when a few hard cases hide among easy ones with scattered failures, and below it when a few
+    cases that pass less often than the rest happen to be drawn). With one pass-or-fail attempt per case
+    the penalised interval is Clopper–Pearson's, exact for every population, and stands alone.
     """
     y = np.asarray(y, dtype=np.float64)
     r = np.asarray(r, dtype=np.float64)
     p, low, high = penalised_beta_batch(y, r, level)
     guard_low, guard_high = _case_mean_guard(y, r, 1 - level)
     guarded = ~_one_binary_attempt_each(y, r)
-    low = np.where(guarded & (p >= 0.5), np.fmin(low, guard_low), low)
-    high = np.where(guarded & (p <= 0.5), np.fmax(high, guard_high), high)
-    return p, low, high
+    return p, np.where(guarded, np.fmin(low, guard_low), low), np.where(guarded, np.fmax(high, guard_high), high)
 
 
 def _one_binary_attempt_each(y: Floats, r: Floats) -> NDArray[np.bool_]:
