@@ -91,8 +91,9 @@ def test_corrected_interval_covers_the_truth_and_the_uncorrected_one_does_not() 
     assert float(np.mean(raw_estimates)) == pytest.approx(0.795, abs=0.005)
     assert raw_coverage < 0.1, raw_coverage
     assert float(np.mean(estimates)) == pytest.approx(truth, abs=0.005)
-    # The price: ±0.14 here, most of it from measuring Se and Sp on 60 + 60 labelled cases.
-    assert float(np.median(widths)) < 0.16
+    # The price: about ±0.16 here, most of it from measuring Se and Sp on 60 + 60 labelled cases (the judged
+    # rate's own interval is guarded on both bounds by the distribution-free interval).
+    assert float(np.median(widths)) < 0.17
 
 
 def test_model_failures_are_true_failures_not_judge_errors() -> None:
