@@ -928,27 +928,38 @@ def peek_from_row(row: dict[str, Any], worlds: dict[str, World]) -> PeekCell:
 
 def run_all(fn: Any, cells: Sequence[Any], sims: int, jobs: int, base_seed: int, label: str) -> list[dict[str, Any]]:
     """Cells through ``fn`` on ``jobs`` processes (big cells first), in the order given."""
+    work = [(c, sims, base_seed) for c in cells]
+    return run_jobs(fn, work, [c.cost for c in cells], jobs, f"{label}: ", parts=10)
+
+
+def run_jobs(
+    fn: Any, work: Sequence[Any], costs: Sequence[float], jobs: int, label: str = "", parts: int = 10
+) -> list[dict[str, Any]]:
+    """``fn(job)`` for every job on ``jobs`` processes, the costliest first (an even load), rows in the order
+    given; prints progress ``parts`` times. The one runner of the Beta grid and of the families."""
     import multiprocessing as mp
 
-    work = [(c, sims, base_seed) for c in cells]
-    order = sorted(range(len(work)), key=lambda i: -cells[i].cost)
+    order = sorted(range(len(work)), key=lambda i: -costs[i])
     rows: list[dict[str, Any] | None] = [None] * len(work)
     started = time.perf_counter()
-    step = max(1, len(work) // 10)
+    step = max(1, len(work) // parts)
     done = 0
+
+    def tick() -> None:
+        if done % step == 0:
+            print(f"  {label}{done}/{len(work)} cells, {time.perf_counter() - started:.0f} s", flush=True)
+
     if jobs > 1:
         with mp.get_context("fork").Pool(jobs) as pool:
             for i, row in pool.imap_unordered(_indexed, [(i, fn, work[i]) for i in order]):
                 rows[i] = row
                 done += 1
-                if done % step == 0:
-                    print(f"  {label}: {done}/{len(work)} cells, {time.perf_counter() - started:.0f} s", flush=True)
+                tick()
     else:
         for i in order:
             rows[i] = fn(work[i])
             done += 1
-            if done % step == 0:
-                print(f"  {label}: {done}/{len(work)} cells, {time.perf_counter() - started:.0f} s", flush=True)
+            tick()
     return [r for r in rows if r is not None]
 
 

@@ -75,13 +75,12 @@ import argparse
 import csv
 import functools
 import math
-import multiprocessing as mp
 import os
 import resource
 import sys
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -405,30 +404,9 @@ def run_grid(cells: Sequence[Cell], sims: int, jobs: int, base_seed: int = BASE_
             if k not in covs:
                 covs[k] = case_covariance(*k)
     work = [(c, sims, covs.get((c.p, c.p + c.diff, c.rho, c.c), 0.0), base_seed) for c in cells]
-    order = sorted(range(len(work)), key=lambda i: -work[i][0].cost)  # big cells first: even load
-    rows: list[dict[str, Any] | None] = [None] * len(work)
-    done = 0
-    started = time.perf_counter()
-    step = max(1, len(work) // 20)
-    if jobs > 1:
-        with mp.get_context("fork").Pool(jobs) as pool:
-            results: Iterable[tuple[int, dict[str, Any]]] = pool.imap_unordered(_indexed, [(i, work[i]) for i in order])
-            for i, row in results:
-                rows[i] = row
-                done += 1
-                if done % step == 0:
-                    print(f"  {done}/{len(work)} cells, {time.perf_counter() - started:.0f} s", flush=True)
-    else:
-        for i in order:
-            rows[i] = run_cell(work[i])
-            done += 1
-            if done % step == 0:
-                print(f"  {done}/{len(work)} cells, {time.perf_counter() - started:.0f} s", flush=True)
-    return [r for r in rows if r is not None]
+    import stats_families as fam
 
-
-def _indexed(item: tuple[int, tuple[Cell, int, float, int]]) -> tuple[int, dict[str, Any]]:
-    return item[0], run_cell(item[1])
+    return fam.run_jobs(run_cell, work, [c.cost for c in cells], jobs, parts=20)
 
 
 # ---- reporting ----------------------------------------------------------------------------------------
