@@ -130,7 +130,9 @@ async def test_an_agent_walks_the_loop_over_stdio(lumen: Path, tmp_path: Path) -
         assert sorted(r["case"] for r in state["cases"]) == sorted(dev_names[:2]) and state["hidden_cases"] == 1
 
         # Explore on working cases (each series draws its own simulators' seed: explore until one fails).
+        explored = 0
         for _ in range(6):
+            explored += 1
             started = await agent.call(
                 "series_start", {"experiment_id": "reply_overpromise_risk", "on": "dev", "repeats": 10}
             )
@@ -194,7 +196,7 @@ async def test_an_agent_walks_the_loop_over_stdio(lumen: Path, tmp_path: Path) -
         first_pid = cast(dict[str, Any], read_server(lumen))["pid"]
         stop(lumen)
         listed = await agent.call("series_list", {"experiment_id": "reply_overpromise_risk"})
-        assert len(listed["series"]) == 3 and cast(dict[str, Any], read_server(lumen))["pid"] != first_pid
+        assert len(listed["series"]) == explored + 2 and cast(dict[str, Any], read_server(lumen))["pid"] != first_pid
     info = read_server(lumen)
     assert info is not None and info["healthy"]  # the server outlives the stdio bridge
 
