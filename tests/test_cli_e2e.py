@@ -84,7 +84,7 @@ def test_runs_survive_a_server_restart_and_a_second_server_is_refused(showcase: 
     os.kill(info["pid"], signal.SIGKILL)
     time.sleep(0.3)
     # server.json is now stale: the next command notices, starts a new server, and the run is still there.
-    from aqven.cli.client import Client
+    from aqven.server.client import Client
 
     client = Client(showcase)
     assert (

@@ -165,7 +165,7 @@ async def test_an_agent_walks_the_loop_over_stdio(lumen: Path, tmp_path: Path) -
         assert [f["verdict"] for f in (await agent.call("list_findings"))["findings"]] == ["inconclusive"]
 
         # It cannot see a held-out case: not in any answer, and not by opening a held-out attempt's run.
-        from aqven.cli.client import Client
+        from aqven.server.client import Client
 
         person = Client(lumen, start=False)
         person.port = int(cast(dict[str, Any], read_server(lumen))["port"])

@@ -267,7 +267,7 @@ def test_aqven_approve_stop_and_cap_confirm_ask_a_person(tmp_path: Path) -> None
         # A person says yes.
         code, text = _pty_run(["approve", sid], root, "y", env)
         assert code == 0, text
-        from aqven.cli.client import Client
+        from aqven.server.client import Client
 
         client = Client(root)
         [approval] = client.get(f"/api/series/{sid}")["approvals"]

@@ -13,9 +13,9 @@ from typing import Any
 
 import typer
 
-from aqven.cli.client import Client
 from aqven.cli.render import console
 from aqven.errors import AqvenError
+from aqven.server.client import Client
 from aqven.server.security import CHANNEL_HEADER, CONFIRMED_HEADER
 
 

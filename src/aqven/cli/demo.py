@@ -15,11 +15,11 @@ from typing import Any
 
 import yaml
 
-from aqven.cli.client import Client
 from aqven.cli.render import console, money
 from aqven.cli.series_cmd import follow, report
 from aqven.errors import AqvenError
 from aqven.project.init import init_project
+from aqven.server.client import Client
 from aqven.server.lifecycle import read_server
 
 EXPERIMENT = "reply_noninferior_mistral"

@@ -111,7 +111,7 @@ def run(
     root: RootOpt = None,
 ) -> None:
     """Run FLOW on a case or an input and print its trace summary (exit 0 done, 1 failed, 4 waiting)."""
-    from aqven.cli.client import Client
+    from aqven.server.client import Client
 
     if (case is None) == (input_json is None):
         fail(
@@ -169,8 +169,8 @@ def series(
     root: RootOpt = None,
 ) -> None:
     """Run EXPERIMENT as a series and print its verdict (exit 0 done, 1 cancelled/failed, 3 approval, 4 person)."""
-    from aqven.cli.client import Client
     from aqven.cli.series_cmd import start_and_follow
+    from aqven.server.client import Client
 
     if on not in ("dev", "holdout"):
         fail(
@@ -217,8 +217,8 @@ def look(
     root: RootOpt = None,
 ) -> None:
     """Run FLOW once on each named case: no verdict, no finding; every case with its checks and trace."""
-    from aqven.cli.client import Client
     from aqven.cli.series_cmd import print_look, start_and_follow
+    from aqven.server.client import Client
 
     body = {
         "look": {
@@ -249,8 +249,8 @@ def look(
 
 def _series_action(path: str, body: dict[str, Any], root: Path | None, *, yes: bool = False) -> None:
     from aqven.cli import approve_cmd
-    from aqven.cli.client import Client
     from aqven.cli.series_cmd import report
+    from aqven.server.client import Client
 
     sid = path.split("/")[3]
     try:
@@ -294,7 +294,7 @@ def stop(
 def cap_confirm(yes: YesOpt = False, root: RootOpt = None) -> None:
     """Confirm the project cap aqven.yaml asks for, when it raised it: new series get it from then on."""
     from aqven.cli import approve_cmd
-    from aqven.cli.client import Client
+    from aqven.server.client import Client
 
     try:
         code = approve_cmd.confirm_cap(Client(project_root(root)), yes=yes)

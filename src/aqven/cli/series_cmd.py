@@ -8,9 +8,9 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from aqven.cli.client import Client
 from aqven.cli.render import console, err_console, money
 from aqven.cli.studio_cmd import studio_link
+from aqven.server.client import Client
 
 EXIT_BY_STATUS = {"done": 0, "cancelled": 1, "failed": 1, "awaiting_approval": 3, "waiting_human": 4}
 SETTLED = set(EXIT_BY_STATUS)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import webbrowser
 from pathlib import Path
 
-from aqven.cli.client import Client
 from aqven.cli.render import console
+from aqven.server.client import Client
 
 
 def studio_link(client: Client, page: str | None = None) -> str:

@@ -22,10 +22,9 @@ from typing import IO, Any
 from aqven import __version__
 from aqven.errors import ServerError
 from aqven.project.paths import state_dir
-from aqven.server.security import Access, health_proof
+from aqven.server.security import HOST, Access, health_proof
 
 SERVER_FILE = "server.json"
-HOST = "127.0.0.1"
 LOCK_TRIES = 10  # × 50 ms: how long a starting server waits for the project's lock before refusing
 
 

@@ -149,14 +149,14 @@ class HttpBackend:
     between two calls."""
 
     def __init__(self, root: Path) -> None:
-        from aqven.cli.client import Client
+        from aqven.server.client import Client
 
         self.root = root.resolve()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aqven-server")
         self._client: Future[Client] = self._pool.submit(Client, self.root)
 
     def _call(self, fn: Callable[[Any], T], *, idempotent: bool) -> T:
-        from aqven.cli.client import Client
+        from aqven.server.client import Client
         from aqven.server.lifecycle import read_server
 
         try:

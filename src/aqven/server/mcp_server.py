@@ -53,6 +53,7 @@ from aqven.server.mcp_models import (
     SeriesOut,
     SeriesStartOut,
 )
+from aqven.server.security import HOST
 from aqven.store.series_records import LookSpec
 
 if TYPE_CHECKING:
@@ -490,8 +491,6 @@ def tool_names() -> list[str]:
 
 def mount_mcp(app: FastAPI, service: ProjectService) -> MCPServer[Any]:
     """Serve the tools over streamable HTTP at `/mcp` of the project server, calling `service` directly."""
-    from aqven.server.lifecycle import HOST
-
     server = build_server(ServiceBackend(service))
     http_app = server.streamable_http_app(streamable_http_path="/mcp", host=HOST)
     app.router.routes[0:0] = http_app.routes  # before any catch-all route of Studio

@@ -37,7 +37,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aqven.errors import AqvenError
 from aqven.store.approvals import Approver
 
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+HOST = "127.0.0.1"  # the only address a project server binds
+LOOPBACK_NAMES = (HOST, "localhost", "[::1]")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 MAX_JSON_DEPTH = 64
 SESSION_COOKIE = "aqven_session"

@@ -1,4 +1,5 @@
-"""A small JSON client of the project server for the CLI (the server starts when none runs)."""
+"""A small JSON client of the project server, for the CLI and the MCP stdio bridge (the server starts when none
+runs)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from aqven.errors import AqvenError, ServerError
-from aqven.server.lifecycle import HOST, ensure_server, read_token
+from aqven.server.lifecycle import ensure_server, read_token
+from aqven.server.security import HOST
 
 RECONNECTS = 2  # a read that finds the server gone starts it again (it resumes its series) and retries
 
