@@ -117,7 +117,7 @@ def test_a_foreign_host_is_refused_on_every_route(served: LiveServer) -> None:
         ("GET", "/api/project", None),
         ("GET", "/api/health", None),
         ("GET", "/studio/", None),
-        ("GET", "/studio/app.js", None),
+        ("GET", "/studio/js/main.js", None),
         ("GET", f"/api/series/{sid}/stream", None),
         ("POST", "/mcp", b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'),
     ):
@@ -262,7 +262,7 @@ def test_studio_sessions_need_their_csrf_token(served: LiveServer) -> None:
     )
     assert status == 200 and json.loads(raw)["status"] == "cancelled"
     # every response forbids framing, errors and static files included
-    for path in ("/studio/app.js", "/api/health", "/api/nope", "/studio/"):
+    for path in ("/studio/js/main.js", "/api/health", "/api/nope", "/studio/"):
         headers = send(served, "GET", path)[1]
         assert headers["x-frame-options"] == "DENY" and headers["content-security-policy"] == "frame-ancestors 'none'"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from aqven.project.init import init_project
 from aqven.research.inputs import series_manifest
 from aqven.server import chat
 from aqven.server.app import create_app
-from aqven.server.routes_studio import freshness
+from aqven.server.routes_studio import STUDIO_DIR, freshness
 from aqven.server.service import ProjectService
 from conftest import api_client, stop_server
 
@@ -66,10 +67,19 @@ def test_studio_files_are_served_and_nothing_else(client: TestClient) -> None:
     page = client.get("/studio/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert '<meta name="aqven-csrf" content="' in page.text
-    assert 'src="app.js"' in page.text and "http" not in page.text.replace("http-equiv", "")
-    js = client.get("/studio/app.js")
-    assert js.status_code == 200 and "javascript" in js.headers["content-type"]
-    assert "innerHTML" not in js.text and "eval(" not in js.text  # text nodes only
+    assert '<script type="module" src="js/main.js">' in page.text and "http" not in page.text.replace("http-equiv", "")
+    modules = sorted(p.name for p in (STUDIO_DIR / "js").glob("*.js"))
+    assert {"main.js", "api.js", "dom.js", "plots.js", "series.js"} <= set(modules)
+    for name in modules:  # every module, and every module it imports, is served as JavaScript with the headers
+        js = client.get(f"/studio/js/{name}")
+        assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript"), name
+        assert js.headers["x-content-type-options"] == "nosniff" and js.headers["x-frame-options"] == "DENY"
+        assert "innerHTML" not in js.text and "eval(" not in js.text
+        for imported in re.findall(r"from '\./([\w.]+)'", js.text):
+            assert imported in modules, (name, imported)
+    assert client.get("/studio/app.js").status_code == 404  # the one-file script is gone
+    assert client.get("/studio/js/nope.js").status_code == 404
+    assert client.get("/studio/js/..%2F..%2Fapp.py").status_code == 404
     assert client.get("/studio/app.css").status_code == 200
     missing = client.get("/studio/..%2Faqven.yaml")
     assert missing.status_code == 404

@@ -40,7 +40,10 @@ from aqven.store.series_tally import finished_costs
 router = APIRouter(tags=["studio"])
 
 STUDIO_DIR = Path(__file__).parent / "studio"
-ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+ASSETS = {"app.css": "text/css; charset=utf-8"}
+# Studio's ES modules, loaded by the browser without a build step: only the files that ship are served.
+MODULES = frozenset(p.name for p in (STUDIO_DIR / "js").glob("*.js"))
+JS_MEDIA = "text/javascript; charset=utf-8"  # a module script must come with a JavaScript type (nosniff)
 NO_CACHE = {"Cache-Control": "no-cache"}
 
 STREAM_MAX_S = 300.0  # a stream closes after this; the browser's EventSource reconnects by itself
@@ -65,6 +68,13 @@ def studio_asset(name: str) -> Response:
     if name not in ASSETS:
         raise NotFoundError(f"no Studio file {name!r}", code="NOT_FOUND", hint="open /studio/")
     return FileResponse(STUDIO_DIR / name, media_type=ASSETS[name], headers=NO_CACHE)
+
+
+@router.get("/studio/js/{name}", include_in_schema=False)
+def studio_module(name: str) -> Response:
+    if name not in MODULES:
+        raise NotFoundError(f"no Studio module {name!r}", code="NOT_FOUND", hint="open /studio/")
+    return FileResponse(STUDIO_DIR / "js" / name, media_type=JS_MEDIA, headers=NO_CACHE)
 
 
 # ---- overview ----

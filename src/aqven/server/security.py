@@ -166,6 +166,8 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 def _is_static(path: str) -> bool:
     """Studio's page and files: public code without data (the data comes from the API, which needs a credential)."""
+    if path.startswith("/studio/js/"):  # its ES modules, one folder down
+        return path.count("/") == 3
     return path in ("/studio", "/studio/") or (path.startswith("/studio/") and path.count("/") == 2)
 
 

@@ -1,0 +1,52 @@
+/* Page: Overview. */
+import { badge, errorBox, fmt, h, kv, link, replace, simNote } from './dom.js';
+import { api } from './api.js';
+import { capPendingNote, seriesTable } from './widgets.js';
+
+export async function pageOverview() {
+  const o = await api('/api/studio/overview');
+  const p = o.project;
+  const checkBox = h('div', { id: 'check' }, h('p', { class: 'muted' }, 'Running aqven check…'));
+  api('/api/check').then(c => replace(checkBox, checkTable(c))).catch(err => replace(checkBox, errorBox(err)));
+  const failed = o.runs.by_status.failed || 0, waiting = o.runs.by_status.waiting_human || 0;
+  const paused = o.awaiting_approval.length;
+  return [
+    h('h1', {}, p.name || p.package),
+    h('p', { class: 'sub' }, p.description || '', ' ', h('span', { class: 'mono' }, p.root)),
+    o.simulate ? simNote('Simulated mode is on for this server: every run and series answers with the project\'s simulators instead of the models. Costs are what the real models would have charged for the same tokens; nothing was billed.') : null,
+    h('div', { class: 'cards' },
+      h('a', { class: 'stat', href: '#/flows' }, h('b', {}, p.flows.length), h('span', {}, `flows · ${p.agents.length} agents`)),
+      h('a', { class: 'stat', href: '#/runs' }, h('b', {}, o.runs.total), h('span', {}, `runs · ${failed} failed` + (o.runs.simulated ? ` · ${o.runs.simulated} simulated` : ''))),
+      h('a', { class: 'stat', href: '#/runs?status=waiting_human' }, h('b', {}, waiting), h('span', {}, 'runs wait for a person')),
+      h('a', { class: 'stat', href: '#/research' }, h('b', {}, o.experiments), h('span', {}, `experiments · ${o.series.total} series`)),
+      h('a', { class: 'stat', href: '#/research' }, h('b', {}, paused), h('span', {}, 'series await approval')),
+      h('a', { class: 'stat', href: '#/findings' }, h('b', {}, o.findings), h('span', {}, 'findings'))),
+    capPendingNote(p, () => location.reload()),
+    paused ? h('div', { class: 'note warn' }, h('b', {}, 'Waiting for you: '),
+      o.awaiting_approval.map((sr, i) => [i ? ', ' : '', link('#/series/' + sr.series_id, `${sr.experiment_id || 'look'} (${sr.series_id})`)])) : null,
+    h('h2', {}, h('code', {}, 'aqven check')),
+    checkBox,
+    h('h2', {}, 'Latest series'),
+    o.recent_series.length ? seriesTable(o.recent_series) : h('p', { class: 'muted' }, 'No series yet. Start one from an experiment in ', link('#/research', 'Research'), '.'),
+    h('h2', {}, 'Project'),
+    kv([
+      ['package', h('code', {}, p.package)],
+      ['spend cap', `${fmt.money(p.spend_cap_usd)} (${p.spend_cap_source === 'override' ? 'local override in .aqven/local.yaml' : p.spend_cap_source === 'project' ? 'research.spend_cap_usd in aqven.yaml' : 'default'})`],
+      ['flows', p.flows.map((f, i) => [i ? ', ' : '', link('#/flows/' + encodeURIComponent(f), f)])],
+      ['datasets', p.datasets.join(', ')],
+      ['chat', [o.chat.text, ' — ', link('#/chat', 'open the chat')]],
+    ]),
+  ];
+}
+
+export function checkTable(c) {
+  if (c.ok && !c.warnings) return h('div', { class: 'note ok' }, 'No errors, no warnings: the project\'s files, flows and experiments check out.');
+  return h('table', { id: 'check-table' },
+    h('caption', {}, `${c.errors} error(s), ${c.warnings} warning(s)`),
+    h('thead', {}, h('tr', {}, ['', 'where', 'code', 'message'].map(t => h('th', {}, t)))),
+    h('tbody', {}, c.diagnostics.map(d => h('tr', {},
+      h('td', {}, badge(d.severity, d.severity === 'error' ? 'bad' : 'warn')),
+      h('td', { class: 'mono' }, (d.file || 'project') + (d.line ? ':' + d.line : '')),
+      h('td', { class: 'mono' }, d.code),
+      h('td', {}, d.message, d.hint ? h('div', { class: 'muted' }, 'hint: ' + d.hint) : null)))));
+}

@@ -1,0 +1,140 @@
+/* Pages: Research, one experiment and its Launch panel. */
+import { announce, badge, errorBox, fmt, h, kv, link, replace } from './dom.js';
+import { api } from './api.js';
+import { go, state } from './nav.js';
+import { capPendingNote, questionText, seriesTable } from './widgets.js';
+
+export async function pageResearch() {
+  const [exps, series] = await Promise.all([api('/api/experiments'), api('/api/series?limit=50')]);
+  const last = {};
+  series.forEach(sr => { if (sr.experiment_id && !last[sr.experiment_id]) last[sr.experiment_id] = sr; });
+  const paused = series.filter(sr => sr.status === 'awaiting_approval');
+  return [
+    h('h1', {}, 'Research'),
+    h('p', { class: 'sub' }, 'Each experiment asks one question about one factor. Explore on working cases as often as you like; confirm once on held-out cases.'),
+    paused.length ? h('div', { class: 'note warn' }, h('b', {}, `${paused.length} series wait for your approval: `), paused.map((sr, i) => [i ? ', ' : '', link('#/series/' + sr.series_id, `${sr.experiment_id} (${sr.series_id})`)])) : null,
+    h('h2', {}, 'Experiments'),
+    h('table', { id: 'experiments' },
+      h('thead', {}, h('tr', {}, ['experiment', 'failure mode', 'question', 'factor', 'latest series'].map(t => h('th', {}, t)))),
+      h('tbody', {}, exps.map(e => h('tr', {},
+        h('td', {}, link('#/experiments/' + encodeURIComponent(e.id), e.id)),
+        h('td', {}, e.failure_mode),
+        h('td', {}, e.question.kind, ': ', questionText(e.question)),
+        h('td', {}, e.caption, h('div', { class: 'muted' }, `${e.variants.length} variant${e.variants.length > 1 ? 's' : ''}`)),
+        h('td', {}, last[e.id] ? [link('#/series/' + last[e.id].series_id, last[e.id].on === 'holdout' ? 'Confirm' : 'Explore'), ' ', badge(last[e.id].status), ' ', last[e.id].verdict ? badge(last[e.id].verdict) : null] : h('span', { class: 'muted' }, 'none')))))),
+    h('h2', {}, 'Series'),
+    series.length ? seriesTable(series) : h('p', { class: 'muted' }, 'No series yet.'),
+  ];
+}
+
+export function variantsTable(e) {
+  return h('table', { id: 'variants', class: 'variants' },
+    h('caption', {}, e.caption),
+    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'variant'), h('th', { scope: 'col' }, 'value'))),
+    h('tbody', {}, e.variants.map(v => h('tr', {}, h('th', { scope: 'row' }, v.id), h('td', { class: v.value === 'as written' ? 'muted' : 'mono' }, v.value)))));
+}
+
+export async function pageExperiment(id) {
+  const [e, project] = await Promise.all([api('/api/experiments/' + encodeURIComponent(id)), api('/api/project')]);
+  const subj = e.subject;
+  return [
+    h('h1', {}, 'Experiment ', h('code', {}, e.id)),
+    h('p', { class: 'sub' }, 'failure mode ', badge(e.failure_mode, 'warn'), ' · ', h('span', { class: 'mono' }, e.file)),
+    h('div', { class: 'card' }, h('h2', { style: 'margin-top:0' }, 'Question'), h('p', {}, e.description),
+      kv([['asks', `${e.question.kind}: ${questionText(e.question)}`],
+        ['subject', [link('#/flows/' + encodeURIComponent(subj.flow), subj.flow), subj.from || subj.to ? ` range ${subj.from || 'start'} → ${subj.to || 'end'}` : ' (the whole flow)']],
+        ['dataset', `${e.dataset.id}` + (e.dataset.tags && e.dataset.tags.length ? ` (tags ${e.dataset.tags.join(', ')})` : '')],
+        ['checks', e.checks.map(c => c.id + (c.judge ? ' (judge)' : c.builtin ? ` (${c.builtin})` : c.function ? ` (${c.function})` : '')).join(', ')],
+        ['repeats', String(e.repeats)]])),
+    variantsTable(e),
+    launchPanel(e, project),
+    h('h2', {}, 'Series of this experiment'),
+    e.series.length ? seriesTable(e.series) : h('p', { class: 'muted' }, 'None yet.'),
+  ];
+}
+
+export function launchPanel(e, project) {
+  const sideDev = h('input', { type: 'radio', name: 'on', value: 'dev', id: 'on-dev', checked: true });
+  const sideHold = h('input', { type: 'radio', name: 'on', value: 'holdout', id: 'on-holdout' });
+  const cases = h('input', { id: 'lp-cases', type: 'number', min: 1, step: 1, placeholder: 'all' });
+  const repeats = h('input', { id: 'lp-repeats', type: 'number', min: 1, max: 20, step: 1, placeholder: String(e.repeats) });
+  const cap = h('input', { id: 'lp-cap', type: 'text', inputmode: 'decimal', placeholder: project.spend_cap_usd });
+  const planBox = h('div', { id: 'launch-plan', 'aria-live': 'polite' });
+  const out = h('div');
+  const start = h('button', { type: 'submit', class: 'primary', id: 'lp-start' }, 'Start series');
+  let opId = crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
+  let seq = 0, timer = null;
+  const body = () => {
+    const b = { on: sideHold.checked ? 'holdout' : 'dev' };
+    if (cases.value) b.cases = Number(cases.value);
+    if (repeats.value) b.repeats = Number(repeats.value);
+    if (cap.value.trim()) b.cap_usd = cap.value.trim();
+    return b;
+  };
+  const refresh = async () => {
+    const my = ++seq;
+    opId = crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);  // a changed plan is a new start
+    try {
+      const p = await api(`/api/experiments/${encodeURIComponent(e.id)}/launch-plan`, { method: 'POST', body: body() });
+      if (my !== seq) return;
+      start.disabled = false;
+      replace(planBox, drawPlan(p, refresh));
+    } catch (err) { if (my === seq) { start.disabled = true; replace(planBox, errorBox(err)); } }
+  };
+  const later = () => { clearTimeout(timer); timer = setTimeout(refresh, 250); };
+  [sideDev, sideHold].forEach(r => r.addEventListener('change', refresh));
+  [cases, repeats, cap].forEach(i => i.addEventListener('input', later));
+  const submit = async ev => {
+    ev.preventDefault();
+    start.disabled = true;
+    replace(out, h('p', { class: 'muted' }, 'Starting…'));
+    try {
+      const res = await api('/api/series', { method: 'POST', body: { experiment_id: e.id, ...body(), client_op_id: opId } });
+      announce('series started');
+      go('/series/' + res.series.series_id);
+    } catch (err) { start.disabled = false; replace(out, errorBox(err)); }
+  };
+  refresh();
+  return h('section', { class: 'card', id: 'launch', 'aria-labelledby': 'launch-h' },
+    h('h2', { id: 'launch-h', style: 'margin-top:0' }, 'Launch'),
+    h('form', { onsubmit: submit },
+      h('fieldset', { class: 'seg' }, h('legend', {}, 'On'),
+        h('label', { for: 'on-dev' }, sideDev, h('span', {}, h('b', {}, 'Explore'), ' — working cases (dev): numbers and a signal, as often as you need')),
+        h('label', { for: 'on-holdout' }, sideHold, h('span', {}, h('b', {}, 'Confirm'), ' — held-out cases (holdout): a verdict and a finding, once'))),
+      h('div', { class: 'row' },
+        h('div', { class: 'field' }, h('label', { for: 'lp-cases' }, 'Cases'), cases),
+        h('div', { class: 'field' }, h('label', { for: 'lp-repeats' }, 'Repeats'), repeats),
+        h('div', { class: 'field' }, h('label', { for: 'lp-cap' }, 'Cap (USD)'), cap)),
+      h('h3', {}, 'The plan — nothing runs until you press Start'),
+      planBox,
+      h('p', {}, start, ' ', h('span', { class: 'muted' }, state.simulate ? 'Simulated mode: the project\'s simulators answer.' : 'Every attempt calls the models and costs money.')),
+      out));
+}
+
+export function drawPlan(p, refresh) {
+  const rec = p.recommended || {};
+  const level = p.level ? ` at ${(p.level * 100).toFixed(1).replace(/\.0$/, '')}%` : '';
+  const planning = p.planning === undefined ? null
+    : p.planning === 'defaults' ? `defaults: rate ${p.planning_rate}, intra-case correlation ${p.planning_rho}`
+    : `${p.planning}: rate ${Number(p.planning_rate).toFixed(3)}, intra-case correlation ${Number(p.planning_rho).toFixed(2)}`;
+  const power = p.power ? p.power.text : null;
+  const floor = p.zero_failure_floor ? p.zero_failure_floor.text : null;
+  return [
+    kv([
+      ['attempts', [h('b', {}, `${p.attempts}`), ` = ${p.cases} cases × ${p.repeats} repeats × ${p.variants} variant${p.variants > 1 ? 's' : ''}`]],
+      ['cases available', `${p.available} on the ${p.on === 'holdout' ? 'held-out' : 'working'} side`],
+      ['expected half-width', p.half_width === null || p.half_width === undefined ? '—' : `±${Number(p.half_width).toFixed(3)}${level} (margin ${p.margin})`],
+      ['recommended', rec.cases ? `${rec.cases} cases × ${rec.repeats} repeats` : '—'],
+      ...(planning ? [['planned with', planning]] : []),
+      ...(power ? [['80% power', power]] : []),
+      ...(floor ? [['zero-failure floor', floor]] : []),
+      ['cap', `${fmt.money(p.cap_usd)} (project cap ${fmt.money(p.project_cap_usd)}, ${p.project_cap_source})`],
+      ['price', 'none before it runs: the spend is counted as attempts finish; near 90% of the cap the series pauses for you'],
+    ]),
+    p.below_recommended && rec.text ? h('div', { class: 'note warn', role: 'status' }, h('b', {}, 'Fewer cases than recommended: '), rec.text) : null,
+    capPendingNote(p, refresh),
+    p.needs_approval ? h('div', { class: 'note warn' }, 'This cap is above the project cap: the series will wait for approval before anything runs.') : null,
+    p.earlier_reads && p.earlier_reads.text ? h('div', { class: 'note warn', role: 'status', id: 'earlier-reads' }, h('b', {}, 'Read before: '), p.earlier_reads.text) : null,
+    p.on === 'holdout' ? h('div', { class: 'note' }, 'Confirm reads the held-out cases once per question: start it when the change is done and the question is fixed. A verdict other than invalid writes a finding and regenerates FINDINGS.md.') : null,
+  ];
+}

@@ -1,0 +1,205 @@
+/* Page: a series, live. */
+import { announce, badge, errorBox, fmt, h, kv, link, pager, patch, replace, simBadge, simNote } from './dom.js';
+import { api } from './api.js';
+import { bar, clsOf, intervalPlot, refsFor, spendPlot } from './plots.js';
+import { stream } from './nav.js';
+import { capPendingNote } from './widgets.js';
+
+export async function pageSeries(id, _query, ctx) {
+  const first = await api('/api/studio/series/' + encodeURIComponent(id));
+  const sec = { head: h('div'), pause: h('div'), approvals: h('div'), progress: h('div'), verdict: h('div'), matrix: h('div'), cases: h('div'), attempts: h('div') };
+  let lastStatus = first.status;
+  const render = sn => {
+    const e = sn.experiment;
+    patch(sec.head, [sn.status, sn.simulated, sn.finding], () => [
+      h('h1', {}, 'Series ', h('code', {}, sn.series_id)),
+      h('p', { class: 'sub' }, e ? ['experiment ', link('#/experiments/' + encodeURIComponent(e.id), e.id), ' · '] : 'a look · ',
+        fmt.side(sn.on), ' · ', badge(sn.status, sn.status), ' ', simBadge(sn.simulated), ' · started ', fmt.time(sn.created_at)),
+      sn.simulated ? simNote('This series ran on the project\'s simulators, not on the models: its numbers test the flow\'s wiring and the statistics, not the models. Spend is what the real models would have charged.') : null,
+      sn.finding ? h('div', { class: 'note ok' }, 'Finding written: ', link('#/findings?file=' + encodeURIComponent(sn.finding), sn.finding), ' — FINDINGS.md was regenerated.') : null,
+      ['running', 'waiting_human'].includes(sn.status) ? h('p', {}, h('button', { type: 'button', class: 'danger', id: 'cancel', onclick: () => cancelSeries(sn.series_id) }, 'Cancel series')) : null,
+    ]);
+    patch(sec.pause, [sn.status, sn.pause, sn.spend.cap_usd], () => sn.status === 'awaiting_approval' ? pausePanel(sn) : []);
+    patch(sec.approvals, [sn.approvals, sn.project_cap], () => approvalsSection(sn));
+    patch(sec.progress, [sn.progress, sn.spend, sn.eta, sn.spend_curve.length, sn.status], () => progressSection(sn));
+    patch(sec.verdict, [sn.verdict, sn.status, sn.error], () => verdictSection(sn));
+    patch(sec.matrix, [sn.matrix, sn.verdict && sn.verdict.comparisons], () => matrixSection(sn));
+    patch(sec.cases, [sn.cases, sn.hidden_cases], () => casesSection(sn));
+    if (sn.status !== lastStatus) { announce(`series ${sn.status}` + (sn.verdict && sn.status === 'done' ? ': ' + sn.verdict.verdict : '')); lastStatus = sn.status; }
+  };
+  render(first);
+  replace(sec.attempts, h('details', { id: 'attempts-all', ontoggle: ev => { if (ev.target.open && !ev.target.dataset.loaded) { ev.target.dataset.loaded = '1'; loadAttempts(id, 1, ev.target.querySelector('.body')); } } },
+    h('summary', {}, `All ${first.progress.attempts} attempts, a page at a time`), h('div', { class: 'body' })));
+  if (!['done', 'cancelled', 'failed'].includes(first.status)) {
+    stream('/api/series/' + encodeURIComponent(id) + '/stream', { snapshot: sn => { if (ctx.alive()) render(sn); } });
+  }
+  return [sec.head, sec.pause, sec.approvals, sec.progress, sec.verdict, sec.matrix, sec.cases, sec.attempts];
+}
+
+export async function cancelSeries(id) {
+  if (!confirm('Cancel this series? Queued attempts never start; running ones finish and are paid; no finding is written.')) return;
+  try { await api(`/api/series/${id}/cancel`, { method: 'POST', body: { reason: 'cancelled in Studio' } }); announce('series cancelled'); }
+  catch (err) { alert(`${err.code}: ${err.message}`); }
+}
+
+export function pausePanel(sn) {
+  const p = sn.pause || {};
+  const cap = Number(sn.spend.cap_usd);
+  const twice = cap * 2;
+  const suggested = p.reason === 'cap_above_project' ? sn.spend.cap_usd : (twice >= 1 ? twice.toFixed(2) : String(Number(twice.toPrecision(6))));
+  const capIn = h('input', { id: 'approve-cap', type: 'text', inputmode: 'decimal', value: suggested, 'aria-describedby': 'approve-help' });
+  const out = h('div');
+  const act = async (what) => {
+    replace(out, h('p', { class: 'muted' }, what === 'approve' ? 'Approving…' : 'Stopping…'));
+    try {
+      await api(`/api/series/${sn.series_id}/${what}`, { method: 'POST', body: what === 'approve' ? { cap_usd: capIn.value.trim() || null } : {} });
+      announce(what === 'approve' ? 'approved: the series runs on' : 'series stopped');
+      replace(out, h('div', { class: 'note ok' }, what === 'approve' ? 'Approved: the series runs on under the new cap.' : 'Stopped: its verdict is invalid (stopped by the spend cap).'));
+    } catch (err) { replace(out, errorBox(err)); }
+  };
+  const reason = p.reason === 'spend_near_cap'
+    ? `It paused near its cap: it spent ${fmt.money(p.spent_usd)} of its ${fmt.money(sn.spend.cap_usd)} cap, and with a reserve for each running attempt it would pass 90% of the cap. It starts no new attempt until you continue it.`
+    : p.reason === 'cap_above_project'
+      ? `Its cap ${fmt.money(sn.spend.cap_usd)} is above the project cap ${fmt.money(sn.spend.project_cap_usd)}: nothing runs until a person approves.`
+      : `Paused: ${p.reason || 'waiting'}.`;
+  return h('section', { class: 'card note warn', id: 'approval', 'aria-labelledby': 'approval-h' },
+    h('h2', { id: 'approval-h', style: 'margin-top:0' }, 'Waiting for your approval'),
+    h('p', {}, reason),
+    kv([['reason', h('code', {}, p.reason || '')], ['spent', fmt.money(p.spent_usd || sn.spend.usd) + (sn.spend.lower_bound ? ' (a lower bound)' : '')], ['cap', fmt.money(sn.spend.cap_usd)],
+      ['done', `${sn.progress.done} of ${sn.progress.attempts} attempts`]]),
+    h('form', { onsubmit: ev => { ev.preventDefault(); act('approve'); } },
+      h('div', { class: 'row' },
+        h('div', { class: 'field' }, h('label', { for: 'approve-cap' }, 'New cap (USD)'), capIn,
+          h('div', { id: 'approve-help', class: 'muted' }, p.reason === 'cap_above_project' ? 'the cap the series asked for' : 'double the old cap unless you type another')),
+        h('div', { class: 'field', style: 'align-self:center' }, h('button', { type: 'submit', class: 'primary', id: 'approve' }, 'Approve'), ' ',
+          h('button', { type: 'button', class: 'danger', id: 'stop', onclick: () => act('stop') }, 'Stop')))),
+    out);
+}
+
+// Every approval and stop with the channel it came through: one that no person gave in Studio or at a
+// terminal (REST with the server token, or `--yes` without a terminal) is marked.
+export function approvalsSection(sn) {
+  const rows = sn.approvals || [];
+  const pending = sn.project_cap && sn.project_cap.project_cap_pending ? capPendingNote(sn.project_cap, null) : null;
+  if (!rows.length) return pending ? [pending] : [];
+  const how = a => a.channel === 'terminal' ? `terminal (${a.confirmed === 'tty' ? 'asked at a TTY' : a.confirmed || 'unconfirmed'})` : a.channel;
+  const unattended = rows.filter(a => a.channel === 'rest' || (a.channel === 'terminal' && a.confirmed !== 'tty'));
+  return [pending, h('section', { class: 'card', id: 'approvals', 'aria-labelledby': 'approvals-h' },
+    h('h2', { id: 'approvals-h', style: 'margin-top:0' }, 'Approvals'),
+    h('table', {}, h('thead', {}, h('tr', {}, ['when', 'what', 'channel', 'old cap', 'new cap', 'spent'].map(c => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, rows.map(a => h('tr', { 'data-channel': a.channel }, h('td', {}, fmt.time(a.at)), h('td', {}, a.action), h('td', {}, how(a)),
+        h('td', {}, fmt.money(a.old_cap_usd)), h('td', {}, a.new_cap_usd ? fmt.money(a.new_cap_usd) : '—'), h('td', {}, fmt.money(a.spent_usd)))))),
+    unattended.length ? h('p', { class: 'note warn', id: 'approvals-unattended' }, `${unattended.length} of these came without a person asked in Studio or at a terminal (REST with the server token, or --yes).`) : null)];
+}
+
+export function progressSection(sn) {
+  const pr = sn.progress, sp = sn.spend;
+  const eta = sn.eta;
+  const etaText = !eta ? (sn.ended_at ? `ended ${fmt.time(sn.ended_at)}` : '') : eta.state === 'running'
+    ? `about ${fmt.secs(eta.remaining_seconds)} left (${eta.attempts_per_minute} attempts/min, done near ${fmt.time(eta.finish_at)})`
+    : eta.state === 'estimating' ? 'estimating the time left…' : 'paused: no time estimate while it waits';
+  const cap = Number(sp.cap_usd) || 0, spent = Number(sp.usd) || 0;
+  return h('div', { class: 'row' },
+    h('section', { class: 'card grow', 'aria-label': 'progress' },
+      h('h2', { style: 'margin-top:0' }, 'Progress'),
+      bar(pr.attempts ? pr.done / pr.attempts : 0, '', null, 'attempts done'),
+      h('p', {}, h('b', { id: 'progress-text' }, `${pr.done} of ${pr.attempts} attempts`), ` · ${pr.running} running · ${pr.queued} queued · ${pr.model_failures} model failures · ${pr.infra_errors} infrastructure errors` + (pr.reruns ? ` · ${pr.reruns} re-runs` : '')),
+      h('p', { class: 'muted', id: 'eta' }, etaText)),
+    h('section', { class: 'card grow', 'aria-label': 'spend' },
+      h('h2', { style: 'margin-top:0' }, 'Spend'),
+      bar(cap ? spent / cap : 0, 'spend' + (cap && spent / cap >= 0.75 ? ' near' : ''), 0.9, 'spend against the cap'),
+      h('p', {}, h('b', { id: 'spend-text' }, `${sp.lower_bound ? 'at least ' : ''}${fmt.money(sp.usd)} of ${fmt.money(sp.cap_usd)}`), ` cap · project cap ${fmt.money(sp.project_cap_usd)}`),
+      sp.lower_bound ? h('p', { class: 'note warn' }, `${sp.unpriced_attempts} attempt(s) ran on a model without a known price: the spend is a lower bound.`) : null,
+      spendPlot(sn.spend_curve, sp.cap_usd)));
+}
+
+export function verdictSection(sn) {
+  const v = sn.verdict;
+  const out = [];
+  if (sn.error) out.push(h('div', { class: 'note bad', role: 'alert' }, h('b', {}, 'Failed: '), `${sn.error.code}: ${sn.error.message}`, sn.error.run_id ? [' — ', link('#/runs/' + sn.error.run_id, 'open its run')] : ''));
+  if (!v) { if (sn.kind === 'look') out.push(h('p', { class: 'muted' }, 'A look has no verdict: every case is listed with its checks, cost and trace.')); return out; }
+  const provisional = v.provisional || !['done', 'cancelled', 'failed'].includes(sn.status);
+  out.push(h('div', { class: 'card verdict ' + (provisional ? '' : 'final'), id: 'verdict', 'data-provisional': provisional ? 'true' : 'false' },
+    h('span', { class: 'label' }, provisional ? 'Provisional verdict (still running):' : 'Verdict:'), badge(v.verdict), ' ',
+    h('q', { id: 'verdict-text' }, v.text),
+    v.verdict === 'signal' ? h('p', { class: 'muted' }, 'A signal is worth acting on while exploring, but it is not evidence: confirm it once on held-out cases.') : null));
+  return out;
+}
+
+export function matrixSection(sn) {
+  const e = sn.experiment, q = (sn.plan && sn.plan.question) || (e && e.question);
+  if (!q || q.kind === 'look') return [];
+  const values = {};
+  ((e && e.variants) || []).forEach(v => { values[v.id] = v.value; });
+  const decided = {};
+  ((sn.verdict && sn.verdict.decided) || []).forEach(d => { decided[d.variant] = d.decision; });
+  const rows = sn.matrix.map(m => ({ label: m.variant, est: m.estimate, low: m.low, high: m.high, level: 0.95, cls: q.kind === 'threshold' ? clsOf(decided[m.variant]) : '' }));
+  const comps = (sn.verdict && sn.verdict.comparisons) || [];
+  return [
+    h('h2', {}, 'Per variant'),
+    e ? h('p', { class: 'muted' }, e.caption) : null,
+    h('table', { id: 'matrix' },
+      h('thead', {}, h('tr', {}, ['variant', 'value', 'attempts', 'done', 'counted', 'passes', 'rate', '95% interval', 'model failures', 'infra errors', 'spend'].map(t => h('th', { class: ['attempts', 'done', 'counted', 'passes', 'rate', 'model failures', 'infra errors', 'spend'].includes(t) ? 'num' : null }, t)))),
+      h('tbody', {}, sn.matrix.map(m => h('tr', {},
+        h('th', { scope: 'row' }, m.variant),
+        h('td', { class: 'mono' }, values[m.variant] || '—'),
+        h('td', { class: 'num' }, m.attempts), h('td', { class: 'num' }, m.done), h('td', { class: 'num' }, m.counted),
+        h('td', { class: 'num' }, m.passes), h('td', { class: 'num' }, fmt.rate(m.estimate)),
+        h('td', {}, m.low === undefined || m.low === null ? '—' : `${fmt.rate(m.low)} to ${fmt.rate(m.high)}`),
+        h('td', { class: 'num' }, m.model_failures), h('td', { class: 'num' }, m.infra_errors), h('td', { class: 'num' }, fmt.money(m.spend_usd)))))),
+    h('h3', {}, `${q.metric || 'rate'} of each variant, 95% interval` + (q.kind === 'threshold' ? ' against the bound' : '')),
+    intervalPlot(rows, q.kind === 'threshold' ? refsFor(q, false) : [], { clamp: [0, 1], min: q.kind === 'threshold' ? undefined : 0, max: 1, label: `${q.metric} per variant with 95% intervals` }),
+    comps.length ? [h('h3', {}, `difference from ${comps[0].baseline}, against the margin`),
+      intervalPlot(comps.map(c => ({ label: `${c.variant} − ${c.baseline}`, est: c.estimate, low: c.low, high: c.high, level: c.level, cls: clsOf(c.decision) })), refsFor(q, true), { clamp: [-1, 1], label: 'differences with intervals against the margin' }),
+      h('p', { class: 'muted' }, comps.map(c => `${c.variant}: ${Math.round(c.level * 1000) / 10}% interval ${fmt.signed(c.low)} to ${fmt.signed(c.high)} (${c.decision})`).join(' · '))] : null,
+  ];
+}
+
+export function casesSection(sn) {
+  const out = [h('h2', {}, 'Cases')];
+  const rows = sn.cases || [];
+  if (sn.on === 'holdout' && sn.kind !== 'look') {
+    out.push(h('p', { class: 'muted' }, `Held-out cases are never shown one by one, so a change cannot be tuned to them (${sn.plan.cases} cases ran).`));
+    return out;
+  }
+  if (!rows.length) { out.push(h('p', { class: 'muted' }, 'No working case to show yet.')); return out; }
+  const variants = sn.plan.variants;
+  out.push(h('p', { class: 'muted' }, 'Working cases, failing ones first (at most 50). Open an attempt for its trace.'));
+  out.push(h('table', { id: 'cases' },
+    h('thead', {}, h('tr', {}, h('th', {}, 'case'), variants.map(v => h('th', {}, v)))),
+    h('tbody', {}, rows.map(r => h('tr', { class: r.failing ? 'failing' : null },
+      h('td', {}, r.failing ? badge('failing', 'fail') : null, ' ', h('span', { class: 'mono' }, r.case)),
+      variants.map(v => {
+        const c = r.variants[v] || { attempts: [] };
+        return h('td', {}, `${c.passes}/${c.counted} pass`, c.failed_checks && c.failed_checks.length ? h('div', { class: 'err' }, 'failed: ' + c.failed_checks.join(', ')) : null,
+          attemptLinks(c.attempts));
+      }))))));
+  if (sn.hidden_cases) out.push(h('p', { class: 'muted' }, `${sn.hidden_cases} more case(s) not listed (held-out cases, or beyond the first 50).`));
+  return out;
+}
+
+/** Links to the traces of a case's failing attempts (at most 6), else to its first one; the rest are counted. */
+export function attemptLinks(attempts) {
+  const bad = attempts.filter(a => a.outcome && a.outcome !== 'pass');
+  const shown = (bad.length ? bad : attempts.filter(a => a.run_id).slice(0, 1)).slice(0, 6);
+  const waiting = attempts.filter(a => a.status !== 'done').length;
+  return h('div', {},
+    shown.map(a => a.run_id ? [link('#/runs/' + a.run_id, `#${a.repeat + 1}${a.outcome && a.outcome !== 'pass' ? ' ' + (a.error || a.outcome) : ''}`,
+      { class: 'attempt-link', title: `${a.outcome || a.status}${a.message ? ': ' + a.message : ''}`, 'data-outcome': a.outcome || a.status }), ' '] : null),
+    bad.length > shown.length ? h('span', { class: 'muted' }, `+${bad.length - shown.length} more failing `) : null,
+    waiting ? h('span', { class: 'muted' }, `${waiting} not finished`) : null);
+}
+
+export async function loadAttempts(id, page, box) {
+  try {
+    const d = await api(`/api/studio/series/${encodeURIComponent(id)}/attempts?page=${page}&per_page=50`);
+    replace(box,
+      h('table', {}, h('thead', {}, h('tr', {}, ['#', 'case', 'variant', 'repeat', 'status', 'outcome', 'error', 'cost', 'run'].map(t => h('th', {}, t)))),
+        h('tbody', {}, d.items.map(a => h('tr', {},
+          h('td', {}, a.idx), h('td', { class: 'mono' }, a.case_name || h('span', { class: 'muted' }, 'held-out')), h('td', {}, a.variant_id), h('td', {}, a.rep + 1),
+          h('td', {}, badge(a.status)), h('td', {}, a.outcome ? badge(a.outcome) : ''), h('td', { class: 'mono' }, a.error_code || ''),
+          h('td', {}, fmt.money(a.cost_usd)), h('td', {}, a.run_id ? link('#/runs/' + a.run_id, 'trace') : ''))))),
+      pager(d.page, d.pages, d.total, 'attempts', p => loadAttempts(id, p, box)),
+      d.held_out ? h('p', { class: 'muted', id: 'held-out-attempts' }, `${d.held_out} held-out attempt${d.held_out === 1 ? '' : 's'}: counted in the table above, never listed one by one`) : null);
+  } catch (err) { replace(box, errorBox(err)); }
+}
