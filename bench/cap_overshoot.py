@@ -99,7 +99,7 @@ def uneven_tokens(rng: random.Random, n: int, dist: str) -> list[int]:
 
 
 async def one_trial(root: Path, *, limit_s: float) -> dict[str, Any]:
-    from aqven.research.series_start import SeriesStartBody
+    from aqven.research.series.start import SeriesStartBody
     from aqven.server.service import ProjectService
 
     svc = ProjectService(root)
@@ -118,7 +118,7 @@ async def one_trial(root: Path, *, limit_s: float) -> dict[str, Any]:
 
 def disable_ramp() -> None:
     """The scheduler before the ramp: a whole batch as soon as one attempt's cost is known."""
-    from aqven.research import series_runner
+    from aqven.research.series import runner as series_runner
 
     original = series_runner.SeriesRunner._start_more
 

@@ -52,8 +52,8 @@ import scipy.stats
 import yaml
 
 from aqven.project.init import init_project
-from aqven.research.experiments import selected_cases
-from aqven.research.series_start import SeriesStartBody
+from aqven.research.experiments.loading import selected_cases
+from aqven.research.series.start import SeriesStartBody
 from aqven.server.service import ProjectService
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Coverage of the judge-corrected interval (Rogan–Gladen, aqven.research.judge_correction) on seeded worlds of
+"""Coverage of the judge-corrected interval (Rogan–Gladen, aqven.research.stats.judge_correction) on seeded worlds of
 known truth: a judge with sensitivity Se and specificity Sp labels the attempts of cases whose true rates come
 from a Beta distribution; its Se and Sp were measured on `--agree` human-labelled cases of each kind.
 
@@ -15,8 +15,8 @@ import itertools
 
 import numpy as np
 
-from aqven.research.judge_correction import JudgeAccuracy, correct_difference, correct_rate
-from aqven.research.stats import one_rate, paired_difference
+from aqven.research.stats.intervals import one_rate, paired_difference
+from aqven.research.stats.judge_correction import JudgeAccuracy, correct_difference, correct_rate
 
 
 def judged(rng: np.random.Generator, rates: np.ndarray, repeats: int, se: float, sp: float) -> list[tuple[float, int]]:

@@ -115,7 +115,7 @@ def aqven_child(n: int, root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
     cases, _repeats = pc.split_attempts(n)
     pc.write_tiny_project(root, cases=cases, concurrency=CONCURRENCY)
-    import aqven.research.series_start
+    import aqven.research.series.start
     import aqven.server.service  # noqa: F401
 
     t1 = time.perf_counter()

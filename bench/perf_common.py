@@ -85,7 +85,7 @@ def write_tiny_project(root: Path, *, cases: int, latency_s: float = 0.0, concur
 
 async def run_series_in_process(root: Path, attempts: int, *, poll_s: float = 50) -> dict[str, Any]:
     """Start the experiment's series through ProjectService/SeriesService and wait for its end."""
-    from aqven.research.series_start import SeriesStartBody
+    from aqven.research.series.start import SeriesStartBody
     from aqven.server.service import ProjectService
 
     cases, repeats = split_attempts(attempts)

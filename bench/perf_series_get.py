@@ -36,7 +36,7 @@ CHECK = [{"check_id": "says_ok", "passed": True, "score": None, "reason": "conta
 
 
 def build(root: Path, attempts: int) -> tuple[Any, str]:
-    from aqven.research.series_start import SeriesStartBody, prepare_series
+    from aqven.research.series.start import SeriesStartBody, prepare_series
     from aqven.server.service import ProjectService
 
     cases, repeats = pc.split_attempts(attempts)

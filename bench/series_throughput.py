@@ -20,7 +20,7 @@ from pathlib import Path
 os.environ["AQVEN_SIM_LATENCY_SCALE"] = "0"
 
 from aqven.project.init import init_project
-from aqven.research.series_start import SeriesStartBody
+from aqven.research.series.start import SeriesStartBody
 from aqven.server.service import ProjectService
 
 

@@ -56,7 +56,7 @@ def db_rows(root: Path, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str
 
 async def baseline(root: Path, *, seed: int, limit_s: float) -> dict[str, Any]:
     """The same series, uninterrupted, in-process (same experiment, cases, repeats and seed)."""
-    from aqven.research.series_start import SeriesStartBody
+    from aqven.research.series.start import SeriesStartBody
     from aqven.server.service import ProjectService
 
     svc = ProjectService(root)

@@ -48,7 +48,7 @@ first two moments follow from the world in closed form (`_pair_moments`). Each c
 The oracle width is ``2·1.96·sd``; ``ratio_median`` = median width ÷ it (nan where the truth is an edge
 and the oracle 0, e.g. every rate 1.0).
 
-Question kinds at their boundary (`BoundaryCell`), decided as `aqven.research.verdict.classify` does
+Question kinds at their boundary (`BoundaryCell`), decided as `aqven.research.stats.verdict.classify` does
 (vectorised in `decisions`, checked against `classify` itself on the first 200 series of every cell):
 
 * threshold at least ``b``: truth = ``b + m``; confirmed iff ``L > b + m``
@@ -58,7 +58,7 @@ Question kinds at their boundary (`BoundaryCell`), decided as `aqven.research.ve
 * noninferior: truth ``B − A = −m``; confirmed iff ``L > −m``
 
 Peeking (`PeekCell`): a stop_early series of ``N`` planned cases reads the confidence sequence at the 20
-looks of `aqven.research.sequential` (prefix lengths ``⌈j·N/20⌉``) and stops at the first look whose
+looks of `aqven.research.stats.sequential` (prefix lengths ``⌈j·N/20⌉``) and stops at the first look whose
 verdict is decided. ``N`` is the plan: the cases for an oracle half-width of one margin
 (``⌈1.96²·Var(δ)/m²⌉``), times ``factor`` (clamped to 20…2,000). The truth sits ``pos`` margins past the
 point where the verdict flips (``pos = 0``: the boundary; ``+2``: two margins on the confirming side;
@@ -78,16 +78,16 @@ from typing import Any
 import numpy as np
 import stats_grid as grid
 
-from aqven.research.betting import sequence_interval_batch
-from aqven.research.sequential import look_lengths
-from aqven.research.stats import (
+from aqven.research.stats.betting import sequence_interval_batch
+from aqven.research.stats.intervals import (
     Z95,
     one_rate_batch,
     paired_difference_batch,
     penalised_beta_batch,
     square_and_add_batch,
 )
-from aqven.research.verdict import QuestionSpec, classify
+from aqven.research.stats.sequential import look_lengths
+from aqven.research.stats.verdict import QuestionSpec, classify
 
 ATTEMPT_KAPPA = 20.0
 EDGE = 1e-12
@@ -558,7 +558,7 @@ QUESTIONS = ("at_least", "at_most", "compare", "noninferior")
 def decisions(
     question: str, low: np.ndarray, high: np.ndarray, bound: float, margin: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(confirmed, refuted) per series: the table of `aqven.research.verdict.classify`, vectorised."""
+    """(confirmed, refuted) per series: the table of `aqven.research.stats.verdict.classify`, vectorised."""
     b, m = bound, margin
     if question == "at_least":
         return low > b + m, high <= b + m

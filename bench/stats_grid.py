@@ -1,7 +1,7 @@
 """Coverage of the series intervals over the full grid of DESIGN §7, against a known truth.
 
 Both interval kinds a verdict stands on are measured, with the very arithmetic the server runs (the
-vectorised ``*_batch`` functions of `aqven.research.stats`):
+vectorised ``*_batch`` functions of `aqven.research.stats.intervals`):
 
 * **one rate** (`one_rate_batch`): rates {0.5, 0.7, 0.9, 0.95, 0.97, 0.99, 0.995, 0.999} × cases
   {10, 30, 100, 300, 1000} × repeats {1, 2, 5, 10, 20} × intra-case correlation ρ {0, 0.1, 0.3, 0.6, 0.9}.
@@ -89,7 +89,7 @@ import numpy as np
 import scipy.special
 import scipy.stats
 
-from aqven.research.stats import (
+from aqven.research.stats.intervals import (
     Z95,
     clustered_wald_batch,
     naive_wilson_batch,

@@ -27,8 +27,8 @@ from pathlib import Path
 os.environ["AQVEN_SIMULATE"] = "1"
 
 from aqven.project.init import init_project
-from aqven.research.series_end import finalize
-from aqven.research.series_start import SeriesStartBody, prepare_series
+from aqven.research.series.end import finalize
+from aqven.research.series.start import SeriesStartBody, prepare_series
 from aqven.server.service import ProjectService
 
 CHROMIUM = "/usr/bin/chromium"

@@ -101,4 +101,4 @@ def hold(tiny_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Pat
 def file_order(monkeypatch: pytest.MonkeyPatch) -> None:
     """Series run their cases in file order instead of the order their secret seed draws (the server runs in
     this process): for the tests whose cases must finish in a known order."""
-    monkeypatch.setattr("aqven.research.series_order.case_order", lambda cases, seed: list(cases))
+    monkeypatch.setattr("aqven.research.series.order.case_order", lambda cases, seed: list(cases))

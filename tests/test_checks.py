@@ -12,9 +12,16 @@ import pytest
 
 from aqven.project.loader import Project, load_project
 from aqven.project.schema import Case
-from aqven.research.checks import AttemptView, CheckResult, judge_is_validated, refusal_in, score_check, score_checks
-from aqven.research.experiment_schema import CheckSpec, Experiment
-from aqven.research.experiments import ExperimentSource
+from aqven.research.checks.scoring import (
+    AttemptView,
+    CheckResult,
+    judge_is_validated,
+    refusal_in,
+    score_check,
+    score_checks,
+)
+from aqven.research.experiments.loading import ExperimentSource
+from aqven.research.experiments.schema import CheckSpec, Experiment
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -467,7 +474,7 @@ def showcase(tmp_path_factory: pytest.TempPathFactory) -> Project:
     ids=["within policy", "guarantee", "in promises", "string output"],
 )
 async def test_showcase_promises_check(showcase: Project, output: Any, passed: bool, words: str) -> None:
-    from aqven.research.experiments import load_experiments
+    from aqven.research.experiments.loading import load_experiments
 
     experiments, _ = load_experiments(showcase)
     exp = experiments["reply_noninferior_mistral"]

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from aqven.project.loader import Project, load_project
-from aqven.research.checks import check_spec_problems
-from aqven.research.experiment_schema import CheckSpec, Subject
-from aqven.research.experiments import ExperimentSource, check_experiment, load_experiments
+from aqven.research.checks.scoring import check_spec_problems
+from aqven.research.experiments.loading import ExperimentSource, check_experiment, load_experiments
+from aqven.research.experiments.schema import CheckSpec, Subject
 
 EXPERIMENT = """\
 failure_mode: rude

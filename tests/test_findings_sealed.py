@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from aqven.research import findings
-from aqven.research.findings import finding_key, integrity_of, seal_of
-from aqven.research.workspace import check_workspace
+from aqven.research.experiments.workspace import check_workspace
+from aqven.research.findings import records as findings
+from aqven.research.findings.records import finding_key, integrity_of, seal_of
 from conftest import aqven, cli_env
 from test_series_kit import SIM_PY, case_names, client_for, first_on, settle, start, write_tiny
 

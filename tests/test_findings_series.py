@@ -12,9 +12,9 @@ import yaml
 
 from aqven import ENGINE_VERSION
 from aqven.project.init import init_project
-from aqven.research import findings
-from aqven.research.findings import is_intact, render_findings_md, write_finding
-from aqven.research.workspace import check_workspace
+from aqven.research.experiments.workspace import check_workspace
+from aqven.research.findings import records as findings
+from aqven.research.findings.records import is_intact, render_findings_md, write_finding
 from conftest import aqven, cli_env
 from test_series_kit import (
     attempts,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aqven.research.judge_correction import (
+from aqven.research.stats.intervals import NoData, one_rate, paired_difference
+from aqven.research.stats.judge_correction import (
     JudgeAccuracy,
     agreement_tallies,
     correct_difference,
@@ -15,7 +16,6 @@ from aqven.research.judge_correction import (
     corrected_bounds,
     rogan_gladen,
 )
-from aqven.research.stats import NoData, one_rate, paired_difference
 
 SE, SP = 0.90, 0.80
 
@@ -183,8 +183,8 @@ def _accuracy(cases: int, se: float, sp: float, repeats: int = 4) -> JudgeAccura
 
 
 def test_decide_corrects_and_says_by_which_finding() -> None:
-    from aqven.research.judge_correction import JudgeCorrection
-    from aqven.research.verdict import QuestionSpec, Scope, decide
+    from aqven.research.stats.judge_correction import JudgeCorrection
+    from aqven.research.stats.verdict import QuestionSpec, Scope, decide
 
     q = QuestionSpec(kind="threshold", metric="tone", bound=0.5, margin=0.05)
     cells = {"as_written": [(f"c{i}", 3.0 if i % 10 < 7 else 0.0, 3) for i in range(400)]}
@@ -209,8 +209,8 @@ def test_decide_corrects_and_says_by_which_finding() -> None:
 
 
 def test_decide_corrects_a_paired_question_and_model_failures() -> None:
-    from aqven.research.judge_correction import JudgeCorrection
-    from aqven.research.verdict import QuestionSpec, Scope, decide
+    from aqven.research.stats.judge_correction import JudgeCorrection
+    from aqven.research.stats.verdict import QuestionSpec, Scope, decide
 
     q = QuestionSpec(kind="compare", metric="tone", baseline="a", margin=0.05)
     cells = {

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import scipy.stats
 
-from aqven.research import launch_math as lm
-from aqven.research.launch import launch_plan
-from aqven.research.launch_history import DevEstimates, estimates_from_cells, intra_case_correlation
-from aqven.research.stats import Z95
-from aqven.research.workspace import Workspace
+from aqven.research.experiments.workspace import Workspace
+from aqven.research.launch.history import DevEstimates, estimates_from_cells, intra_case_correlation
+from aqven.research.launch.plan import launch_plan
+from aqven.research.stats import planning as lm
+from aqven.research.stats.intervals import Z95
 from test_series_kit import case_names, client_for, first_on, settle, start, write_tiny
 
 TRIO_EXPERIMENT = """\

@@ -55,7 +55,7 @@ def test_crash_between_deciding_and_the_finding_is_repaired_on_restart(
     from soak_faults import EXPERIMENT, PACKAGE, write_project
 
     from aqven.project.split import side_of
-    from aqven.research.series_start import SeriesStartBody
+    from aqven.research.series.start import SeriesStartBody
     from aqven.server.service import ProjectService
 
     held = [n for n in (f"h{i:03d}" for i in range(40)) if side_of(PACKAGE, n) == "holdout"][:4]
@@ -71,7 +71,7 @@ def test_crash_between_deciding_and_the_finding_is_repaired_on_restart(
     async def first_life() -> str:
         svc = ProjectService(root)
         with monkeypatch.context() as m:
-            m.setattr("aqven.research.series_end.write_finding", die)
+            m.setattr("aqven.research.series.end.write_finding", die)
             out = await svc.series.start(
                 SeriesStartBody.model_validate(
                     {"experiment_id": EXPERIMENT, "on": "holdout", "simulate": True, "seed": 1}

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from aqven.errors import AqvenError
-from aqven.research.caps import parse_cap
+from aqven.research.launch.caps import parse_cap
 from conftest import aqven, cli_env, stop_server
 from test_series_kit import case_names, client_for, get, settle, start, wait_until, write_tiny
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from soak_faults import write_project
 
-from aqven.research.workspace import check_workspace
+from aqven.research.experiments.workspace import check_workspace
 from conftest import api_client
 
 FLOW = "flows/answer/flow.yaml"
@@ -298,8 +298,8 @@ def test_findings_that_link_outside_are_refused_and_never_shown(project: Path, o
 
 
 def test_the_inputs_manifest_never_reads_a_file_outside(project: Path, outside: Path) -> None:
-    from aqven.research.inputs import series_manifest
-    from aqven.research.workspace import Workspace
+    from aqven.research.experiments.inputs import series_manifest
+    from aqven.research.experiments.workspace import Workspace
 
     (outside / "notes.txt").write_text("OUTSIDE-SECRET")
     (project / "flows/answer/notes.txt").symlink_to(outside / "notes.txt")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aqven.research.series_order import attempt_plan, case_order
+from aqven.research.series.order import attempt_plan, case_order
 from aqven.store.db import Database
 from aqven.store.series import SeriesStore
 from test_series_kit import (

@@ -27,7 +27,7 @@ import pytest
 import scipy.special
 import scipy.stats
 
-from aqven.research.stats import (
+from aqven.research.stats.intervals import (
     Z95,
     naive_wilson_batch,
     one_rate,

@@ -1,5 +1,5 @@
 """The worlds of bench/stats_families.py: their oracles are the true spread of the estimate, and their
-verdicts are the verdict table of `aqven.research.verdict.classify` (a bench that measured the wrong
+verdicts are the verdict table of `aqven.research.stats.verdict.classify` (a bench that measured the wrong
 thing would pass or fail for nothing)."""
 
 from __future__ import annotations

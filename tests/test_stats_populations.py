@@ -14,9 +14,8 @@ import math
 
 import numpy as np
 
-from aqven.research.betting import sequence_interval_batch
-from aqven.research.sequential import LOOKS, look_lengths
-from aqven.research.stats import (
+from aqven.research.stats.betting import sequence_interval_batch
+from aqven.research.stats.intervals import (
     one_rate,
     one_rate_batch,
     paired_difference_batch,
@@ -24,7 +23,8 @@ from aqven.research.stats import (
     penalised_beta_batch,
     square_and_add_batch,
 )
-from aqven.research.verdict import QuestionSpec, Scope, classify, decide
+from aqven.research.stats.sequential import LOOKS, look_lengths
+from aqven.research.stats.verdict import QuestionSpec, Scope, classify, decide
 
 SERIES = 2000
 Floats = np.ndarray
@@ -164,8 +164,8 @@ def test_stop_early_keeps_its_false_confirmations_under_a_look_every_five_percen
 
 def test_no_paired_interval_clears_minus_m_on_fewer_agreeing_cases_than_the_plan_floor() -> None:
     """The launch plan's noninferior floor: variants that agree on every one of fewer cases stay below −m."""
-    from aqven.research import launch_math
-    from aqven.research.stats import paired_difference
+    from aqven.research.stats import planning as launch_math
+    from aqven.research.stats.intervals import paired_difference
 
     floor = launch_math.zero_failure_cases(1 - 0.02)
     assert floor == 183

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from aqven.research import launch_math as lm
-from aqven.research.stats import (
+from aqven.research.stats import planning as lm
+from aqven.research.stats.intervals import (
     Z95,
     Interval,
     NoData,

@@ -17,7 +17,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from aqven.project.init import init_project
-from aqven.research.inputs import series_manifest
+from aqven.research.experiments.inputs import series_manifest
 from aqven.server import chat
 from aqven.server.app import create_app
 from aqven.server.routes_studio import STUDIO_DIR, freshness

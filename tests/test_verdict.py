@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from aqven.research.stats import Interval, one_rate, paired_difference
-from aqven.research.verdict import (
+from aqven.research.stats.intervals import Interval, one_rate, paired_difference
+from aqven.research.stats.verdict import (
     CaseCell,
     Comparison,
     QuestionSpec,

@@ -74,7 +74,7 @@ def check(
     root: RootOpt = None,
 ) -> None:
     """Validate the project's files; exit 1 on errors."""
-    from aqven.research.workspace import check_workspace
+    from aqven.research.experiments.workspace import check_workspace
 
     _ws, diagnostics = check_workspace(project_root(root))
     errors = sum(d.severity == "error" for d in diagnostics)

@@ -243,7 +243,7 @@ async def series_start(
     client_op_id: str | None = None,
 ) -> Any:
     """Start a series of an experiment on dev (explore) or holdout (confirm, once). Returns its launch plan."""
-    from aqven.research.series_start import SeriesStartBody
+    from aqven.research.series.start import SeriesStartBody
 
     try:
         body = SeriesStartBody.model_validate(

@@ -100,7 +100,7 @@ class ServiceBackend:
         return list_findings(svc=self.svc)
 
     async def series_start(self, body: dict[str, Any]) -> dict[str, Any]:
-        from aqven.research.series_start import SeriesStartBody
+        from aqven.research.series.start import SeriesStartBody
 
         return await self.svc.series.start(SeriesStartBody.model_validate(body))
 

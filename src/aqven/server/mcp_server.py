@@ -33,7 +33,7 @@ from pydantic_core import to_jsonable_python
 
 from aqven import __version__
 from aqven.errors import AqvenError
-from aqven.research.experiment_schema import MAX_REPEATS
+from aqven.research.experiments.schema import MAX_REPEATS
 from aqven.research.holdout import check_run, series_error_view
 from aqven.server.mcp_backend import Backend, HttpBackend, ServiceBackend
 from aqven.server.mcp_models import (

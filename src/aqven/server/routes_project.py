@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from aqven.engine.compile import FlowCompiler
 from aqven.engine.compiled import CompiledNode
 from aqven.errors import NotFoundError
-from aqven.research.caps import confirm_project_cap, confirmed_project_cap
-from aqven.research.workspace import check_workspace
+from aqven.research.experiments.workspace import check_workspace
+from aqven.research.launch.caps import confirm_project_cap, confirmed_project_cap
 from aqven.server.deps import service_of
 from aqven.server.security import approver_of
 from aqven.server.service import ProjectService

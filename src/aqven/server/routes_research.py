@@ -8,12 +8,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict
 
 from aqven.project.local import simulate_enabled
-from aqven.research.findings import is_intact, read_findings, read_findings_md
-from aqven.research.findings_verify import Verifier
-from aqven.research.launch import Side, launch_plan
-from aqven.research.launch_history import dev_estimates
-from aqven.research.reads import planned_cases, rereads
-from aqven.research.series_start import SeriesStartBody
+from aqven.research.findings.records import is_intact, read_findings, read_findings_md
+from aqven.research.findings.verify import Verifier
+from aqven.research.launch.history import dev_estimates
+from aqven.research.launch.plan import Side, launch_plan
+from aqven.research.series.reads import planned_cases, rereads
+from aqven.research.series.start import SeriesStartBody
 from aqven.server.deps import service_of
 from aqven.server.security import approver_of
 from aqven.server.service import ProjectService

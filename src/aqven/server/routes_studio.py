@@ -26,11 +26,11 @@ from sse_starlette import EventSourceResponse
 from aqven.engine.compile import FlowCompiler
 from aqven.errors import AqvenError, NotFoundError
 from aqven.project.local import simulate_enabled
-from aqven.research.findings import is_intact, read_findings, read_findings_md
-from aqven.research.findings_verify import Verifier
+from aqven.research.experiments.inputs import plan_manifest, series_manifest, without_cases
+from aqven.research.findings.records import is_intact, read_findings, read_findings_md
+from aqven.research.findings.verify import Verifier
 from aqven.research.holdout import HELD_OUT_RUN_SQL, run_held_out
-from aqven.research.inputs import plan_manifest, series_manifest, without_cases
-from aqven.research.series_view import is_sealed, snapshot
+from aqven.research.series.view import is_sealed, snapshot
 from aqven.server import chat
 from aqven.server.deps import service_of
 from aqven.server.service import ProjectService

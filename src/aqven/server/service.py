@@ -21,10 +21,10 @@ from aqven.project.loader import Project
 from aqven.project.local import simulate_enabled
 from aqven.project.paths import DB_FILE, state_dir
 from aqven.project.schema import Case
-from aqven.research.findings import regenerate
+from aqven.research.experiments.workspace import Workspace
+from aqven.research.findings.records import regenerate
 from aqven.research.holdout import check_case, check_run
-from aqven.research.series_service import SeriesService
-from aqven.research.workspace import Workspace
+from aqven.research.series.service import SeriesService
 from aqven.store.db import Database
 from aqven.store.records import RunRecord, RunRequest
 from aqven.store.runs import RunStore

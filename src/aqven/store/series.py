@@ -210,7 +210,7 @@ class SeriesStore:
 
     def case_order(self, series_id: str) -> list[str]:
         """The series' case names in the order they run: attempts are created case block by case block in the
-        order the series' secret seed drew (research/series_order.py), so the first attempt index of each case
+        order the series' secret seed drew (research/series/order.py), so the first attempt index of each case
         orders them. The longest fully finished prefix of this order is a random sample of the cases."""
         rows = self.db.query(
             "SELECT case_name, MIN(idx) AS first FROM attempts WHERE series_id=? GROUP BY case_name ORDER BY first",

@@ -105,7 +105,7 @@ class AttemptRow:
     started_at: str | None
     ended_at: str | None
     active_at_end: float | None
-    inputs_hash: str | None = None  # the hash of the inputs the attempt ran on (research/inputs.py)
+    inputs_hash: str | None = None  # the hash of the inputs the attempt ran on (research/experiments/inputs.py)
 
     @property
     def checks(self) -> list[dict[str, Any]] | None:

@@ -1,0 +1,272 @@
+"""The built-in checks: a few detectors that need no code of the project.
+
+Every built-in but `cost_at_most` and `latency_at_most` looks at a *subject*: the value at `field` (a dotted path
+into the output, list items by index, e.g. ``promises.0``) or, without `field`, the whole output. Checks on text
+(`contains`, `not_contains`, `regex`, `no_refusal`) read a string subject as it is and any other value as its
+JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, Final
+
+from aqven.models.outcomes import MODEL_REFUSAL
+from aqven.project.bindings import pick
+from aqven.project.conform import violation
+from aqven.research.checks.result import AttemptView, CheckResult, passed_result, unscored_result
+from aqven.research.experiments.schema import CheckSpec
+
+#: The parameters each built-in reads (CheckSpec attribute names). Any other parameter given is unused.
+BUILTIN_PARAMS: Final[dict[str, frozenset[str]]] = {
+    "equals_expected": frozenset({"field"}),
+    "contains": frozenset({"field", "value", "case_sensitive"}),
+    "not_contains": frozenset({"field", "value", "case_sensitive"}),
+    "regex": frozenset({"field", "pattern", "case_sensitive"}),
+    "json_schema": frozenset({"field", "schema_"}),
+    "length": frozenset({"field", "min", "max"}),
+    "no_refusal": frozenset({"field"}),
+    "cost_at_most": frozenset({"usd"}),
+    "latency_at_most": frozenset({"seconds"}),
+}
+#: Built-ins that read the attempt, not its output: they are scored on failed runs as well.
+ATTEMPT_BUILTINS: Final = frozenset({"cost_at_most", "latency_at_most", "no_refusal"})
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Final = _Missing()
+
+
+def field_path(field: str | None) -> tuple[str, ...]:
+    return tuple(field.split(".")) if field else ()
+
+
+def value_at(value: Any, field: str | None) -> Any:
+    """The value at `field` inside `value` (the whole value without a field), or `MISSING`."""
+    if not field:
+        return value
+    try:
+        return pick(value, field_path(field))
+    except (KeyError, IndexError, TypeError):
+        return MISSING
+
+
+def as_text(value: Any) -> str:
+    """A string as it is; anything else as its JSON text."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def texts_in(value: Any) -> list[str]:
+    """Every string inside a value (a reply and each listed promise)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in texts_in(v)]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in texts_in(v)]
+    return []
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: True is not 1, 1 is 1.0, dict key order does not matter."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float | Decimal) and isinstance(b, int | float | Decimal):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = as_text(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _where(check: CheckSpec) -> str:
+    return f"field {check.field!r}" if check.field else "the output"
+
+
+# ---- refusals --------------------------------------------------------------------------------------
+
+_CANT = (
+    r"(?:can ?not|can't|cannot|won't|will not|am unable to|'m unable to|are unable to|'re unable to"
+    r"|am not able to|'m not able to|are not able to|'re not able to|won't be able to|will not be able to)"
+)
+_REQUEST = r"(?:that|this|it|your request|this request|the request|such requests?|requests? like (?:this|that))"
+REFUSAL_PATTERNS: Final[tuple[re.Pattern[str], ...]] = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        rf"\b(?:i|we) ?{_CANT} (?:help|assist)(?: you)? with {_REQUEST}\b",
+        rf"\b(?:i|we) ?{_CANT} (?:assist|comply)\b",
+        r"\bas an ai(?: language model| assistant| model)?,? i (?:can ?not|can't|cannot|am not able|'m not able"
+        r"|am unable|'m unable|don't|do not|won't)\b",
+        r"\bi (?:must|have to|need to) (?:respectfully )?(?:decline|refuse)\b",
+        r"\bi(?:'m| am) (?:sorry|afraid),? (?:but )?(?:i|we) (?:can ?not|can't|cannot|won't|am unable to"
+        r"|'m unable to) (?:help|assist|comply|answer|do that|do this)\b",
+    )
+)
+
+
+def refusal_in(text: str) -> str | None:
+    """The refusing phrase of a text that reads like a model refusal, or None."""
+    normal = " ".join(text.replace("’", "'").split())
+    for pattern in REFUSAL_PATTERNS:
+        m = pattern.search(normal)
+        if m:
+            return m.group(0)
+    return None
+
+
+# ---- the built-ins ---------------------------------------------------------------------------------
+
+
+def _equals_expected(check: CheckSpec, attempt: AttemptView) -> CheckResult:
+    expected_all = attempt.case.expected_output
+    if expected_all is None:
+        return unscored_result(check.id, f"case {attempt.case.name!r} has no expected_output to compare with")
+    expected = value_at(expected_all, check.field)
+    if expected is MISSING:
+        return unscored_result(
+            check.id, f"the expected_output of case {attempt.case.name!r} has no field {check.field!r}"
+        )
+    got = value_at(attempt.output, check.field)
+    if got is MISSING:
+        return passed_result(check.id, False, f"the output has no field {check.field!r}")
+    if json_equal(got, expected):
+        return passed_result(check.id, True, f"{_where(check)} equals the expected {_short(expected)}")
+    return passed_result(check.id, False, f"{_where(check)} is {_short(got)}, expected {_short(expected)}")
+
+
+def _contains(check: CheckSpec, attempt: AttemptView, negate: bool) -> CheckResult:
+    subject = value_at(attempt.output, check.field)
+    if subject is MISSING:
+        return passed_result(check.id, False, f"the output has no field {check.field!r}")
+    value = check.value or ""
+    text = as_text(subject)
+    found = (value in text) if check.case_sensitive else (value.casefold() in text.casefold())
+    if negate:
+        return passed_result(
+            check.id, not found, f"{_where(check)} {'contains' if found else 'does not contain'} {value!r}"
+        )
+    return passed_result(check.id, found, f"{_where(check)} {'contains' if found else 'does not contain'} {value!r}")
+
+
+def _regex(check: CheckSpec, attempt: AttemptView) -> CheckResult:
+    subject = value_at(attempt.output, check.field)
+    if subject is MISSING:
+        return passed_result(check.id, False, f"the output has no field {check.field!r}")
+    flags = 0 if check.case_sensitive else re.IGNORECASE
+    m = re.search(check.pattern or "", as_text(subject), flags)
+    if m:
+        return passed_result(check.id, True, f"{_where(check)} matches /{check.pattern}/ at {_short(m.group(0), 60)!r}")
+    return passed_result(check.id, False, f"{_where(check)} does not match /{check.pattern}/")
+
+
+def _json_schema(check: CheckSpec, attempt: AttemptView) -> CheckResult:
+    subject = value_at(attempt.output, check.field)
+    if subject is MISSING:
+        return passed_result(check.id, False, f"the output has no field {check.field!r}")
+    problem = violation(subject, check.schema_ or {})
+    if problem is None:
+        return passed_result(check.id, True, f"{_where(check)} conforms to the schema")
+    return passed_result(check.id, False, f"{_where(check)} breaks the schema: {problem}")
+
+
+def _length(check: CheckSpec, attempt: AttemptView) -> CheckResult:
+    subject = value_at(attempt.output, check.field)
+    if subject is MISSING:
+        return passed_result(check.id, False, f"the output has no field {check.field!r}")
+    if isinstance(subject, str):
+        n, unit = len(subject), "characters"
+    elif isinstance(subject, list):
+        n, unit = len(subject), "items"
+    else:
+        kind = "null" if subject is None else type(subject).__name__
+        return passed_result(check.id, False, f"{_where(check)} is {kind}, not text or a list")
+    if check.min is not None and n < check.min:
+        return passed_result(check.id, False, f"{_where(check)} has {n} {unit}, fewer than {check.min}")
+    if check.max is not None and n > check.max:
+        return passed_result(check.id, False, f"{_where(check)} has {n} {unit}, more than {check.max}")
+    bounds = []
+    if check.min is not None:
+        bounds.append(f"at least {check.min}")
+    if check.max is not None:
+        bounds.append(f"at most {check.max}")
+    return passed_result(check.id, True, f"{_where(check)} has {n} {unit} ({' and '.join(bounds)})")
+
+
+def _no_refusal(check: CheckSpec, attempt: AttemptView) -> CheckResult:
+    if attempt.error_code == MODEL_REFUSAL:
+        return passed_result(check.id, False, "the model refused to answer (MODEL_REFUSAL)")
+    if attempt.failed:
+        return passed_result(check.id, True, f"the run failed with {attempt.error_code or 'an error'}, not a refusal")
+    subject = value_at(attempt.output, check.field)
+    if subject is MISSING:
+        return passed_result(check.id, False, f"the output has no field {check.field!r}")
+    for text in texts_in(subject):
+        phrase = refusal_in(text)
+        if phrase:
+            return passed_result(check.id, False, f"{_where(check)} reads like a refusal: {phrase!r}")
+    return passed_result(check.id, True, "no refusal")
+
+
+def _cost_at_most(check: CheckSpec, attempt: AttemptView) -> CheckResult:
+    limit = check.usd if check.usd is not None else Decimal(0)
+    if attempt.cost_usd is None:
+        return unscored_result(check.id, "the attempt's cost is unknown (a model call was not priced)")
+    ok = attempt.cost_usd <= limit
+    return passed_result(
+        check.id, ok, f"cost ${attempt.cost_usd} is {'within' if ok else 'above'} the limit of ${limit}"
+    )
+
+
+def _latency_at_most(check: CheckSpec, attempt: AttemptView) -> CheckResult:
+    limit = check.seconds if check.seconds is not None else 0.0
+    latency = attempt.latency_s
+    if latency is None or math.isnan(latency):
+        return unscored_result(check.id, "the attempt's latency is unknown")
+    ok = latency <= limit
+    return passed_result(
+        check.id, ok, f"latency {latency:.3g}s is {'within' if ok else 'above'} the limit of {limit:g}s"
+    )
+
+
+_SCORERS: Final[dict[str, Callable[[CheckSpec, AttemptView], CheckResult]]] = {
+    "equals_expected": _equals_expected,
+    "contains": lambda c, a: _contains(c, a, negate=False),
+    "not_contains": lambda c, a: _contains(c, a, negate=True),
+    "regex": _regex,
+    "json_schema": _json_schema,
+    "length": _length,
+    "no_refusal": _no_refusal,
+    "cost_at_most": _cost_at_most,
+    "latency_at_most": _latency_at_most,
+}
+
+
+def score_builtin(check: CheckSpec, attempt: AttemptView) -> CheckResult:
+    """Score one built-in check on one attempt (never raises for a well-formed check)."""
+    assert check.builtin is not None
+    if attempt.failed and check.builtin not in ATTEMPT_BUILTINS:
+        return no_output_result(check, attempt)
+    return _SCORERS[check.builtin](check, attempt)
+
+
+def no_output_result(check: CheckSpec, attempt: AttemptView) -> CheckResult:
+    """A check of the output on a run that ended without one: a fail, counted like the run's own failure."""
+    return passed_result(
+        check.id, False, f"the run failed ({attempt.error_code or 'no output'}); there is no output to check"
+    )

@@ -1,0 +1,1 @@
+"""`aqven check` for research files: experiments, their cases, and findings."""

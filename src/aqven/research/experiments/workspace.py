@@ -1,0 +1,74 @@
+"""A loaded project with its experiments: what the server, `aqven check` and series work on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aqven.engine.check import check_project
+from aqven.engine.variant import FlowPatch
+from aqven.errors import NotFoundError
+from aqven.project.diagnostics import Diagnostic, sort_key
+from aqven.project.loader import Project, load_project
+from aqven.project.schema import Case
+from aqven.research.experiments.loading import ExperimentSource, check_experiment, load_experiments, variant_patch
+from aqven.store.records import RunRequest
+
+
+@dataclass
+class Workspace:
+    project: Project
+    experiments: dict[str, ExperimentSource]
+    load_diagnostics: list[Diagnostic] = field(default_factory=list)
+    _cases: dict[str, dict[str, Case]] = field(default_factory=dict)
+    # Per series: the hash of its inputs as this loaded workspace has them (research/experiments/inputs.py).
+    inputs_hashes: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, root: Path) -> Workspace:
+        return cls.of(load_project(root))
+
+    @classmethod
+    def of(cls, project: Project) -> Workspace:
+        """The workspace of an already loaded project (its experiments are read now)."""
+        experiments, diagnostics = load_experiments(project)
+        return cls(project=project, experiments=experiments, load_diagnostics=diagnostics)
+
+    def experiment(self, experiment_id: str) -> ExperimentSource:
+        exp = self.experiments.get(experiment_id)
+        if exp is None:
+            raise NotFoundError(
+                f"no experiment {experiment_id!r}",
+                code="EXPERIMENT_NOT_FOUND",
+                hint=f"experiments: {', '.join(sorted(self.experiments)) or 'none'}",
+            )
+        return exp
+
+    def case(self, dataset_id: str, name: str) -> Case | None:
+        """A case by name, through an index built once per loaded workspace."""
+        index = self._cases.get(dataset_id)
+        if index is None:
+            dataset = self.project.datasets.get(dataset_id)
+            index = {c.name: c for c in dataset.cases} if dataset else {}
+            self._cases[dataset_id] = index
+        return index.get(name)
+
+    def patch_for(self, request: RunRequest) -> FlowPatch | None:
+        """The variant's patch of a series attempt's run (None for a plain run)."""
+        if request.experiment_id is None or request.variant_id is None:
+            return None
+        return variant_patch(self.project, self.experiment(request.experiment_id), request.variant_id)
+
+
+def check_workspace(root: Path) -> tuple[Workspace, list[Diagnostic]]:
+    """`aqven check`: project files, flows, experiments (and their findings)."""
+    from aqven.research.diagnostics.findings import check_findings
+
+    project, diagnostics = check_project(root)
+    ws = Workspace.of(project)  # the project check_project loaded: read the files once
+    diagnostics = list(diagnostics) + ws.load_diagnostics
+    for exp in ws.experiments.values():
+        diagnostics += check_experiment(ws.project, exp, ws.experiments)
+    diagnostics += check_findings(ws)
+    diagnostics.sort(key=sort_key)
+    return ws, diagnostics

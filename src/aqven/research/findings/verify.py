@@ -1,0 +1,158 @@
+"""Whether a finding verifies: its content hash, its seal, and, on the machine that holds its series, its verdict
+recomputed from the stored attempts.
+
+A forger who edits a finding can recompute its plain content hash. The seal is an HMAC keyed by the secret in
+`.aqven/finding.key`, which stays on the machine that ran the series (not in git), and the attempt records the
+verdict rests on are in that machine's database: there, every number of the finding is recomputed. Elsewhere (a
+clone) only the content hash can be checked, and `aqven check` says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aqven import ENGINE_VERSION
+from aqven.errors import NotFoundError
+from aqven.project.paths import DB_FILE, state_dir
+from aqven.research.findings.records import finding_key, is_intact, seal_matches
+from aqven.store.db import Database
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import ENDED, AttemptRow
+
+#: The fields of an attempt record a finding's digest covers (everything its verdict and spend rest on).
+DIGEST_FIELDS = (
+    "idx",
+    "case_name",
+    "variant_id",
+    "rep",
+    "seed",
+    "status",
+    "outcome",
+    "value",
+    "error_code",
+    "cost_usd",
+    "unpriced",
+    "reruns",
+    "inputs_hash",
+)
+VERDICT_FIELDS = ("verdict", "text", "reason")
+
+
+def attempts_digest(attempts: list[AttemptRow]) -> str:
+    """sha256 of the series' attempt records (in index order), as a finding carries it."""
+    h = hashlib.sha256()
+    for a in sorted(attempts, key=lambda x: x.idx):
+        record = [getattr(a, f) for f in DIGEST_FIELDS]
+        h.update(json.dumps(record, separators=(",", ":"), default=str).encode())
+        h.update(b"\n")
+    return "sha256:" + h.hexdigest()
+
+
+def one_inputs_hash(attempts: list[AttemptRow]) -> bool:
+    """True when every attempt that recorded its inputs ran on the same ones."""
+    return len({a.inputs_hash for a in attempts if a.inputs_hash is not None}) <= 1
+
+
+@dataclass
+class Verification:
+    ok: bool  # nothing this machine can check differs
+    problem: str | None = None  # why it does not verify
+    unchecked: str | None = None  # what could not be checked here (a clone: no key, no series)
+
+
+def _plain(value: Any) -> Any:
+    """A value as it reads back from a finding file (YAML, then JSON-comparable)."""
+    return json.loads(json.dumps(yaml.safe_load(yaml.safe_dump(value, allow_unicode=True)), default=str))
+
+
+class Verifier:
+    """Verifies findings of one project; opens its database (when there is one) once for all of them."""
+
+    def __init__(self, root: Path, db: Database | None = None) -> None:
+        self.root = root
+        self.key = finding_key(root)
+        self._db = db
+        self._own = False
+
+    def _store(self) -> SeriesStore | None:
+        if self._db is None:
+            path = state_dir(self.root) / DB_FILE
+            if not path.is_file():
+                return None
+            self._db = Database(path)
+            self._own = True
+        return SeriesStore(self._db)
+
+    def close(self) -> None:
+        if self._own and self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def verify(self, path: Path, data: dict[str, Any] | None) -> Verification:
+        if not isinstance(data, dict) or not is_intact(data):
+            return Verification(False, "its integrity hash does not match its content (it was edited)")
+        version = int(data.get("finding_version") or 1)
+        unchecked: list[str] = []
+        if self.key is not None:
+            if "seal" in data or version >= 2:
+                if not seal_matches(data, self.key):
+                    return Verification(False, "its seal does not match (it was edited, or written elsewhere)")
+            else:
+                unchecked.append("it was written before findings were sealed")
+        elif version >= 2:
+            unchecked.append("the seal's key is not on this machine (.aqven/finding.key)")
+        recomputed = self._recompute(data, version)
+        if recomputed.problem is not None:
+            return recomputed
+        if recomputed.unchecked:
+            unchecked.append(recomputed.unchecked)
+        return Verification(True, None, "; ".join(unchecked) or None)
+
+    def _recompute(self, data: dict[str, Any], version: int) -> Verification:
+        store = self._store()
+        sid = data.get("series_id")
+        if store is None or not isinstance(sid, str):
+            return Verification(
+                True, None, "its series is not in this machine's database, so its verdict was not recomputed"
+            )
+        try:
+            s = store.get(sid)
+        except NotFoundError:
+            return Verification(
+                True, None, "its series is not in this machine's database, so its verdict was not recomputed"
+            )
+        if s.experiment_id != data.get("experiment_id") or s.on != "holdout" or s.kind != "experiment":
+            return Verification(False, f"series {sid} in the database is not a held-out series of this experiment")
+        attempts = store.attempts(sid)
+        evidence = data.get("evidence") or {}
+        if (version >= 2 or evidence) and evidence.get("attempts_digest") != attempts_digest(attempts):
+            return Verification(False, "the digest of its attempt records differs from the series' stored attempts")
+        from aqven.research.series.end import compute_verdict
+        from aqven.store.series_tally import read_tally
+
+        scope = data.get("scope") or {}
+        if scope.get("engine_version") == ENGINE_VERSION:
+            ended = s if s.status in ENDED else s.model_copy(update={"status": "done"})
+            verdict = compute_verdict(
+                ended, read_tally(store.db, sid), provisional=False, inputs_changed=not one_inputs_hash(attempts)
+            )
+            source = f"the verdict recomputed from the series' {len(attempts)} stored attempts"
+        else:  # another engine may decide otherwise: compare with the verdict it stored when the series ended
+            verdict = s.verdict
+            source = "the verdict stored with the series"
+        if verdict is None:
+            return Verification(False, f"{source} is missing")
+        found = data.get("verdict") or {}
+        for key in VERDICT_FIELDS:
+            if _plain(verdict.get(key)) != _plain(found.get(key)):
+                return Verification(False, f"its verdict.{key} differs from {source}")
+        for key in ("cells", "comparisons"):
+            if _plain(verdict.get(key, [])) != _plain(data.get(key, [])):
+                return Verification(False, f"its {key} differ from {source}")
+        return Verification(True)

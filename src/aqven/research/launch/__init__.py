@@ -1,0 +1,1 @@
+"""Launch plans: what a series will run, how precise it can be, under which cap."""

@@ -1,0 +1,286 @@
+"""The launch plan: what a series will run, how precise it can be, and under which cap. No dollars."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal
+
+from aqven.errors import AqvenError
+from aqven.research.experiments.loading import ExperimentSource, selected_cases
+from aqven.research.experiments.schema import MAX_REPEATS, Question
+from aqven.research.experiments.workspace import Workspace
+from aqven.research.launch.caps import ProjectCap, confirmed_project_cap, parse_cap
+from aqven.research.launch.early import expected_attempts
+from aqven.research.launch.history import DevEstimates
+from aqven.research.stats import planning as launch_math
+from aqven.research.stats.verdict import ALPHA
+
+Side = Literal["dev", "holdout"]
+POWER = 0.8
+"""The power the plan's ``power.cases`` are computed for."""
+
+
+def project_cap_state(ws: Workspace) -> ProjectCap:
+    """The project cap a person last confirmed, and what the project's files ask for (research/launch/caps.py)."""
+    research = ws.project.config.research
+    return confirmed_project_cap(ws.project.root, research.spend_cap_usd if research else None)
+
+
+def project_cap(ws: Workspace) -> tuple[Decimal, str]:
+    """The project cap new series get (the confirmed one) and where the asked-for value came from."""
+    state = project_cap_state(ws)
+    return state.cap, state.source
+
+
+def available_cases(ws: Workspace, exp: ExperimentSource, on: Side) -> list[str]:
+    """Names of the experiment's cases on `on`, in file order."""
+    return [c.name for c in selected_cases(ws.project, exp.spec) if ws.project.side(c.name) == on]
+
+
+def validate_counts(cases: int | None, repeats: int | None) -> None:
+    if cases is not None and cases < 1:
+        raise AqvenError(
+            "cases must be at least 1", code="VALIDATION_ERROR", hint="ask for 1 or more cases", http_status=422
+        )
+    if repeats is not None and not 1 <= repeats <= MAX_REPEATS:
+        raise AqvenError(
+            f"repeats must be between 1 and {MAX_REPEATS}",
+            code="VALIDATION_ERROR",
+            hint="more repeats of the same cases help less than more cases",
+            http_status=422,
+        )
+
+
+def launch_plan(
+    ws: Workspace,
+    exp: ExperimentSource,
+    *,
+    on: Side = "dev",
+    cases: int | None = None,
+    repeats: int | None = None,
+    cap_usd: Any = None,
+    estimates: DevEstimates | None = None,
+) -> dict[str, Any]:
+    """The plan of a series of `exp` (see docs/how-to/run-a-series.md, "The launch plan").
+
+    ``estimates`` are a dev series' (`aqven.research.launch.history.dev_estimates`); without them the
+    plan uses the defaults of `aqven.research.stats.planning` and says ``planning: "defaults"``.
+    """
+    validate_counts(cases, repeats)
+    spec = exp.spec
+    available = available_cases(ws, exp, on)
+    n = min(cases, len(available)) if cases is not None else len(available)
+    r = repeats if repeats is not None else spec.repeats
+    q = spec.question
+    k = len(spec.variants)
+    state = project_cap_state(ws)
+    pcap = state.cap
+    cap = parse_cap(cap_usd)
+    plan: dict[str, Any] = {
+        "on": on,
+        "cases": n,
+        "repeats": r,
+        "variants": k,
+        "attempts": n * r * k,
+        "available": len(available),
+    }
+    if q.kind == "look" or n == 0:
+        plan.update({"half_width": None, "margin": q.margin, "recommended": None, "below_recommended": False})
+    else:
+        plan.update(_precision(spec.question, spec.variant_ids, n, r, len(available), estimates))
+        if spec.stop_early:
+            plan["stop_early"] = _early(q, plan, n, r, k)
+    plan.update(
+        {
+            "needs_approval": cap is not None and cap > pcap,
+            **state.fields(),
+            "cap_usd": str(cap if cap is not None else pcap),
+        }
+    )
+    return plan
+
+
+def _early(q: Question, plan: dict[str, Any], n: int, r: int, k: int) -> dict[str, Any]:
+    """The expected attempts of a stop_early series at the planning numbers (`aqven.research.launch.early`)."""
+    diffs = plan.get("planning_differences") or [0.0]
+    out = expected_attempts(
+        kind=q.kind,
+        line=_line(q),
+        at_least=q.kind != "threshold" or q.direction == "at_least",
+        rate=plan["planning_rate"],
+        rho=plan["planning_rho"],
+        cases=n,
+        repeats=r,
+        variants=k,
+        difference=min(diffs),
+        level=plan["level"],
+    )
+    out["text"] = (
+        f"stop_early: about {out['expected_attempts']} of {out['attempts']} attempts expected at the planning "
+        f"rate ({out['stops_early_share']:.0%} of simulated series stop before the end); the interval it decides "
+        "on is valid at every look, and wider than a fixed-size one"
+    )
+    return out
+
+
+def comparisons_of(question: Question, variants: list[str]) -> int:
+    """How many intervals the verdict decides on (the Bonferroni k): 1 for a threshold or a named variant."""
+    if question.kind not in ("compare", "noninferior") or question.variant:
+        return 1
+    return max(len(variants) - 1, 1)
+
+
+def _precision(
+    q: Question, variants: list[str], n: int, r: int, available: int, est: DevEstimates | None
+) -> dict[str, Any]:
+    """half_width, recommended, below_recommended and the keys that say how they were planned."""
+    paired = q.kind in ("compare", "noninferior")
+    k = comparisons_of(q, variants)
+    z = launch_math.z_for(k)
+    bound = q.bound if q.kind == "threshold" else None
+    rate = est.rate if est else launch_math.planning_rate(bound)
+    rho = est.rho if est and est.rho is not None else launch_math.RHO
+    between = est.rho_between if est and est.rho_between is not None else launch_math.RHO_BETWEEN
+    out: dict[str, Any] = {}
+    if paired:
+        half = launch_math.expected_half_width_difference(rate, n, r, rho, between, z)
+    else:
+        half = launch_math.expected_half_width(rate, n, r, rho, z)
+    out["half_width"] = half
+    out["margin"] = q.margin
+    out["level"] = 1 - ALPHA / k
+    out["comparisons"] = k
+    out["planning"] = f"from series {est.series_id}" if est else "defaults"
+    out["planning_rate"] = rate
+    out["planning_rho"] = rho
+    if paired:
+        out["planning_rho_between"] = between
+        out["planning_differences"] = list(est.differences) if est else [0.0] * k
+    out["planning_series"] = (
+        {
+            "series_id": est.series_id,
+            "cases": est.cases,
+            "attempts": est.attempts,
+            "rho": "series" if est.rho is not None else "default",
+            **({"rho_between": "series" if est.rho_between is not None else "default"} if paired else {}),
+        }
+        if est
+        else None
+    )
+    out["power"] = _power(q, rate, r, rho, between, z, out.get("planning_differences"), available)
+    floor = _zero_failure_floor(q, k)
+    out["zero_failure_floor"] = floor
+    if q.margin > 0:
+        need = (
+            launch_math.recommended_cases_difference(rate, r, q.margin, rho, between, z)
+            if paired
+            else launch_math.recommended_cases(rate, r, q.margin, rho, z)
+        )
+        by = "half_width"
+        text = f"about {need} cases would bring the half-width within the {q.margin:g} margin; "
+        if floor is not None and floor["cases"] is not None and floor["cases"] > need:
+            need, by = floor["cases"], "zero_failure_floor"
+            text = (
+                f"at least {need} cases would be needed before the interval could clear {floor['line']:g}"
+                f" even if {_every(q)}; "
+            )
+        short = need > available
+        text += f"only {available} are available" if short else f"{available} are available"
+        out["recommended"] = {
+            "cases": need,
+            "repeats": r,
+            "reason": "short_of_cases" if short else "enough_cases",
+            "text": text,
+            "by": by,
+        }
+        out["below_recommended"] = n < need
+    else:
+        out["recommended"] = None
+        out["below_recommended"] = False
+    return out
+
+
+def _every(q: Question) -> str:
+    """What the zero-failure floor assumes of every case, in words."""
+    if q.kind == "noninferior":
+        return "the variants agreed on every one"
+    return f"every one {'passed' if q.direction == 'at_least' else 'failed'}"
+
+
+def _line(q: Question) -> float:
+    """The decision line the interval must clear: b ± m for a threshold, ±m for a paired question."""
+    if q.kind == "threshold":
+        assert q.bound is not None
+        return q.bound + q.margin if q.direction == "at_least" else q.bound - q.margin
+    return q.margin if q.kind == "compare" else -q.margin
+
+
+def _power(
+    q: Question,
+    rate: float,
+    r: int,
+    rho: float,
+    between: float,
+    z: float,
+    differences: list[float] | None,
+    available: int,
+) -> dict[str, Any]:
+    """Cases for 80% power: a series of that many decides (confirms or refutes) 8 times in 10 when the
+    truth is the planning rate (threshold) or the planning difference (paired; the comparison nearest its
+    line, when there are several)."""
+    line = _line(q)
+    paired = differences is not None
+    truths = differences if differences is not None else [rate]
+    truth = min(truths, key=lambda t: abs(t - line))
+    distance = abs(truth - line)
+    what = "difference" if paired else "rate"
+    out: dict[str, Any] = {"power": POWER, "truth": truth, "line": line, "cases": None, "decides": None}
+    if distance < 1e-12:
+        out["text"] = (
+            f"the planning {what} {truth:g} lies on the decision line {line:g}: no number of cases decides it "
+            f"with {POWER:.0%} power"
+        )
+        return out
+    need = launch_math.cases_for_power(rate, r, distance, POWER, rho, paired=paired, rho_between=between, z=z)
+    above = truth > line
+    confirms = above if (q.kind != "threshold" or q.direction == "at_least") else not above
+    decides = "confirmed" if confirms else "refuted"
+    out.update({"cases": need, "decides": decides})
+    out["text"] = (
+        f"if the true {what} is {truth:.3g}, about {need} cases would decide it ({decides}) {POWER:.0%} of the time; "
+        + (f"only {available} are available" if need > available else f"{available} are available")
+    )
+    return out
+
+
+def _zero_failure_floor(q: Question, comparisons: int = 1) -> dict[str, Any] | None:
+    """Threshold questions: the cases that must all pass (at least) or all fail (at most) before the
+    interval can clear the line at all. Noninferior: the cases on which the variants must agree every time
+    before the difference can clear −m (a share of about 3.7/n of cases that B breaks outright could hide
+    in any sample of n). None for compare, whose line a sample of agreeing cases never clears."""
+    if q.kind == "noninferior":
+        if q.margin <= 0:
+            return None
+        cases = launch_math.zero_failure_cases(1 - q.margin, ALPHA / 2 / comparisons)
+        text = (
+            f"a confirmation needs at least {cases} cases, and even then only if the variants agree on every "
+            f"one: no interval valid for every population puts the difference above {-q.margin:g} on fewer"
+        )
+        return {"cases": cases, "line": -q.margin, "all": "agree", "text": text}
+    if q.kind != "threshold":
+        return None
+    line = _line(q)
+    at_least = q.direction == "at_least"
+    # At most: an upper bound on n cases that all failed is at least 1 − 0.025^(1/n), the mirror image.
+    cases = launch_math.zero_failure_cases(line) if at_least else launch_math.zero_failure_cases(1 - line)
+    if not at_least and line <= 0:
+        cases = None
+    every = "passed" if at_least else "failed"
+    if cases is None:
+        text = f"no number of cases can confirm {'above' if at_least else 'below'} {line:g}"
+    else:
+        text = (
+            f"a confirmation needs at least {cases} cases, and even then only if every one {every}: "
+            f"no interval valid for every population puts its bound past {line:g} on fewer"
+        )
+    return {"cases": cases, "line": line, "all": "pass" if at_least else "fail", "text": text}

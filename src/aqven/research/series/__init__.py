@@ -1,0 +1,1 @@
+"""Series: start, schedule, end, view, and the service the server offers."""

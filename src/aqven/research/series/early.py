@@ -1,0 +1,95 @@
+"""Series of a ``stop_early`` experiment: what their confidence sequence has seen, and when they may stop.
+
+Attempts run in the series' random order, case block by case block (`aqven.research.series.order`), so the
+cases whose attempts have all finished, taken in that order up to the first one that has not, are a random
+sample of the selected cases (`sequence_view`). The verdict of such a series comes from the confidence
+sequence over that prefix (`aqven.research.stats.sequential`), read at 20 looks; the driver asks `EarlyStop.due`
+after attempts finish, and once a look decides the verdict (confirmed or refuted) the series starts nothing
+more: its running attempts finish and it ends, with the attempts it never ran and the spend they would
+have cost on the record (`early_stop_record`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Final
+
+from aqven.models.outcomes import PROVIDER_RATE_LIMITED
+from aqven.research.stats.sequential import SequenceView, look_lengths
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import SeriesRow
+
+__all__ = ["DECIDED_EARLY", "EarlyStop", "early_stop_record", "sequence_view"]
+
+DECIDED_EARLY: Final[str] = "decided_early"
+"""The series' stop_reason once a look of its confidence sequence decided the verdict."""
+
+
+def sequence_view(store: SeriesStore, s: SeriesRow) -> SequenceView:
+    """The finished prefix of the series' run order: cases whose every attempt is done, up to the first that
+    is not (an attempt that hit a rate limit and will run again is not done yet)."""
+    rows = store.db.query(
+        "SELECT case_name, status, error_code, reruns FROM attempts WHERE series_id=? ORDER BY idx", (s.id,)
+    )
+    order: list[str] = []
+    open_cases: set[str] = set()
+    for r in rows:
+        name = r["case_name"]
+        if not order or order[-1] != name:
+            order.append(name)
+        if r["status"] != "done" or (r["error_code"] == PROVIDER_RATE_LIMITED and r["reruns"] == 0):
+            open_cases.add(name)
+    prefix: list[str] = []
+    for name in order:
+        if name in open_cases:
+            break
+        prefix.append(name)
+    return SequenceView(tuple(prefix), len(s.plan.cases))
+
+
+@dataclass
+class EarlyStop:
+    """When the next look is due: after ``attempts per case × look length`` attempts have finished."""
+
+    s: SeriesRow
+    looks_seen: int = 0
+    marks: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        per_case = len(self.s.plan.variants) * self.s.plan.repeats
+        planned = len(self.s.plan.cases)
+        self.marks = [length * per_case for length in look_lengths(planned, planned)]
+
+    @classmethod
+    def resume(cls, s: SeriesRow, finished: int) -> EarlyStop:
+        """For a driver that starts (or restarts) with ``finished`` attempts done: the last look reached is
+        read again at the next finished attempt, in case a server died between reaching it and reading it."""
+        early = cls(s)
+        early.looks_seen = max(sum(1 for m in early.marks if m <= finished) - 1, 0)
+        return early
+
+    def due(self, finished: int) -> bool:
+        """True when ``finished`` attempts reach a look not read yet (then that look counts as read)."""
+        reached = sum(1 for m in self.marks if m <= finished)
+        if reached > self.looks_seen:
+            self.looks_seen = reached
+            return True
+        return False
+
+
+def early_stop_record(s: SeriesRow, done: int, planned: int, spent: Decimal) -> dict[str, Any] | None:
+    """What an early stop saved, for the snapshot and the finding; None unless the series stopped early."""
+    if s.stop_reason != DECIDED_EARLY:
+        return None
+    never_ran = max(planned - done, 0)
+    saved = (spent / done * never_ran).quantize(Decimal("0.000001")) if done else Decimal(0)
+    return {
+        "stopped": True,
+        "reason": "decided",
+        "attempts_run": done,
+        "attempts_planned": planned,
+        "never_ran": never_ran,
+        "spend_saved_usd": str(saved),
+        "text": f"stopped early at {done:,} of {planned:,} attempts: decided; about ${saved} not spent",
+    }

@@ -1,0 +1,288 @@
+"""The end of a series: its verdict (provisional while it runs), its status, and its finding."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any
+
+from aqven import ENGINE_VERSION
+from aqven.research.experiments.inputs import manifest_hash, plan_manifest
+from aqven.research.experiments.loading import ExperimentSource, human_labels
+from aqven.research.experiments.workspace import Workspace
+from aqven.research.findings.records import FINDING_VERSION, split_hash, write_finding
+from aqven.research.findings.verify import attempts_digest
+from aqven.research.holdout import series_error
+from aqven.research.series.early import DECIDED_EARLY, early_stop_record, sequence_view
+from aqven.research.series.reads import held_out_reads
+from aqven.research.stats.judge_correction import JudgeAccuracy, JudgeCorrection, agreement_record
+from aqven.research.stats.sequential import SequenceView
+from aqven.research.stats.verdict import CaseCell, QuestionSpec, Scope, decide, invalid_reason_for
+from aqven.store.approvals import approvals_of
+from aqven.store.runs import RunStore, now_iso
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import AttemptRow, SeriesRow
+from aqven.store.series_tally import COUNTED, SeriesTally, read_tally
+
+
+def case_cells(s: SeriesRow, tally: SeriesTally) -> dict[str, list[CaseCell]]:
+    """Per variant, per case (in plan order): (case, passes, counted attempts)."""
+    out: dict[str, list[CaseCell]] = {}
+    for v in s.plan.variants:
+        mine = tally.cells.get(v, {})
+        out[v] = [(c, mine[c][0], mine[c][1]) for c in s.plan.cases if c in mine]
+    return out
+
+
+def compute_verdict(
+    s: SeriesRow,
+    tally: SeriesTally,
+    *,
+    provisional: bool,
+    inputs_changed: bool = False,
+    sequence: SequenceView | None = None,
+) -> dict[str, Any] | None:
+    """The verdict of a series from its tallies; a stop_early series' from its confidence ``sequence``."""
+    q = s.plan.question
+    if s.kind == "look" or q.get("kind") == "look":
+        return None
+    total = tally.total
+    reason = invalid_reason_for(
+        cancelled=s.status == "cancelled",
+        stopped_at_cap=s.stop_reason == "stopped_at_cap",
+        inputs_changed=inputs_changed,
+        infra_errors=total.infra_errors,
+        attempts=total.done,
+    )
+    if provisional and reason == "infra_errors" and total.done < 20:
+        reason = None  # too early to call a handful of errors more than 5%
+    question = QuestionSpec(
+        kind=q["kind"],
+        metric=q.get("metric") or "",
+        bound=q.get("bound"),
+        direction=q.get("direction", "at_least"),
+        margin=float(q.get("margin") or 0.0),
+        baseline=q.get("baseline"),
+        variant=q.get("variant"),
+    )
+    cells = case_cells(s, tally)
+    if provisional and not any(n for rows in cells.values() for _c, _p, n in rows):
+        return None  # nothing counted yet: no provisional verdict to show
+    counted_cases = {c for rows in cells.values() for c, _p, n in rows if n}
+    if sequence is not None:
+        counted_cases &= set(sequence.prefix)
+    stopped_early = None
+    if s.stop_reason == DECIDED_EARLY and not provisional:
+        stopped_early = (tally.total.done, tally.total.attempts)
+    scope = Scope(
+        cases=len(counted_cases) or len(s.plan.cases),
+        repeats=s.plan.repeats,
+        on="holdout" if s.on == "holdout" else "dev",
+        simulated=s.simulated,
+        stopped_early=stopped_early,
+    )
+    verdict = decide(
+        question,
+        cells,
+        on=scope.on,
+        judge_unvalidated=s.plan.judge_unvalidated,
+        invalid_reason=reason,
+        provisional=provisional,
+        scope=scope,
+        judge=_judge(s, tally),
+        sequence=sequence,
+    ).to_json()
+    judge = s.plan.judge or {}
+    if s.plan.judge_unvalidated and judge.get("validated_by"):
+        # The judge names what validates it, but that experiment has no confirmed finding yet: say so, not
+        # "without validated_by" (which is not what happened).
+        verdict["text"] = verdict["text"].replace(
+            "judge without validated_by",
+            f"judge whose validated_by {judge['validated_by']} has no confirmed finding yet",
+        )
+    return verdict
+
+
+def inputs_changed(ws: Workspace, s: SeriesRow, done: list[AttemptRow]) -> bool:
+    """True when the series did not run on one set of inputs: an attempt recorded a hash other than the one the
+    series started on (an edit while it ran, even one put back before its end), or what it runs differs now."""
+    if any(a.inputs_hash is not None and a.inputs_hash != s.inputs_hash for a in done):
+        return True
+    return manifest_hash(plan_manifest(ws, s.plan, s.experiment_id, simulated=s.simulated)) != s.inputs_hash
+
+
+def _judge(s: SeriesRow, tally: SeriesTally) -> JudgeCorrection | None:
+    """The judge correction the series fixed at its start (a validated pass/fail judge with measured accuracy)."""
+    if not s.plan.judge_correction or s.plan.judge_unvalidated:
+        return None
+    return JudgeCorrection(JudgeAccuracy.from_json(s.plan.judge_correction), tally.model_failed)
+
+
+def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) -> SeriesRow:
+    """Decide a series whose attempts are all finished (or that was cancelled), and write its finding."""
+    s = store.get(series_id)
+    attempts = store.attempts(series_id)
+    done = [a for a in attempts if a.status == "done"]
+    infra = [a for a in done if a.outcome == "infra"]
+    fields: dict[str, Any] = {"ended_at": now_iso(), "active_since": None}
+    if s.active_since is not None:
+        from aqven.research.series.runner import active_now
+
+        fields["active_seconds"] = active_now(s)
+    changed = inputs_changed(ws, s, done)
+    status: str = "cancelled" if s.status == "cancelled" else "done"
+    if status == "done" and done and len(infra) == len(done):
+        first = min(infra, key=lambda a: a.idx)
+        status = "failed"
+        fields["error"] = series_error(
+            code=first.error_code,
+            message=first.error_message,
+            run_id=first.run_id,
+            case=first.case_name,
+            side=first.side,
+            variant=first.variant_id,
+        )
+    fields["status"] = status
+    # Decide on the row as it will be stored, then write the finding, and only then store the end: a server
+    # that dies in between leaves the series running, and the next start decides it again (the finding is
+    # written once: a second write finds the file and keeps it).
+    ended = s.model_copy(update={"status": status, "ended_at": fields["ended_at"], "error": fields.get("error")})
+    tally = read_tally(store.db, series_id)
+    sequence = sequence_view(store, ended) if ended.plan.stop_early else None
+    verdict = compute_verdict(ended, tally, provisional=False, inputs_changed=changed, sequence=sequence)
+    if verdict is not None and status == "failed":
+        verdict["verdict"] = "invalid"
+    fields["verdict"] = verdict
+    if (
+        ended.kind == "experiment"
+        and ended.on == "holdout"
+        and status == "done"
+        and verdict is not None
+        and verdict["verdict"] != "invalid"
+        and ended.experiment_id is not None
+    ):
+        data = finding_data(ws, ended, attempts, tally, runs, verdict, store)
+        data["approvals"] = approvals_of(store.db, series_id)  # who raised the cap, through which channel
+        data |= _agreement(ws, ws.experiment(ended.experiment_id), ended, tally) | _corrected(verdict)
+        path = write_finding(ws.project.root, data)
+        fields["finding"] = str(path.relative_to(ws.project.root))
+    store.update(series_id, **fields)
+    return store.get(series_id)
+
+
+def finding_data(
+    ws: Workspace,
+    s: SeriesRow,
+    attempts: list[AttemptRow],
+    tally: SeriesTally,
+    runs: RunStore,
+    verdict: dict[str, Any],
+    store: SeriesStore,
+) -> dict[str, Any]:
+    assert s.experiment_id is not None
+    exp = ws.experiment(s.experiment_id)
+    spent, unpriced = tally.total.spend, tally.unpriced_settled  # a decided series has no running attempt
+    done = [a for a in attempts if a.status == "done"]
+    infra = [a for a in done if a.outcome == "infra"]
+    codes: dict[str, int] = defaultdict(int)
+    for a in infra:
+        codes[a.error_code or "unknown"] += 1
+    models: dict[str, set[str]] = defaultdict(set)
+    for a in done:
+        if a.run_id is None:
+            continue
+        for event in runs.events(a.run_id):
+            if event.kind == "model_response" and event.data.get("model_name"):
+                models[a.variant_id].add(str(event.data["model_name"]))
+    variants = [
+        {"id": v.id, "nodes": dict(v.nodes), "models": sorted(models.get(v.id, set()))} for v in exp.spec.variants
+    ]
+    counted_cases = {a.case_name for a in done if a.outcome in COUNTED}
+    reads = [r for r in held_out_reads(store, s.experiment_id) if r["series_id"] != s.id]
+    reads.append(
+        {
+            "series_id": s.id,
+            "status": s.status,
+            "cases": len({a.case_name for a in attempts if a.status == "done"}),
+            "started_at": s.created_at,
+            "ended_at": s.ended_at,
+            "verdict": verdict["verdict"],
+        }
+    )
+    return {
+        "finding_version": FINDING_VERSION,
+        "experiment_id": s.experiment_id,
+        "series_id": s.id,
+        "failure_mode": exp.spec.failure_mode,
+        "description": exp.spec.description.strip(),
+        "question": s.plan.question,
+        "verdict": {k: verdict[k] for k in ("verdict", "text", "reason", "below_mde", "would_be")},
+        "cells": verdict.get("cells", []),
+        "comparisons": verdict.get("comparisons", []),
+        "variants": variants,
+        "varies": exp.spec.varies.model_dump() if exp.spec.varies else None,
+        "scope": {
+            "on": s.on,
+            "dataset": s.plan.dataset_id,
+            "tags": exp.spec.dataset.tags,
+            "cases": len(counted_cases),
+            # Which cases, without naming held-out cases: series on the same cases are counted together.
+            "cases_hash": "sha256:" + hashlib.sha256("\n".join(s.plan.cases).encode()).hexdigest(),
+            "repeats": s.plan.repeats,
+            "attempts": len(done),
+            "started_at": s.created_at,
+            "ended_at": s.ended_at,
+            "engine_version": ENGINE_VERSION,
+            "simulated": s.simulated,
+            "seed": s.sim_seed,
+            "subject": {"flow": s.plan.flow_id, "from": s.plan.from_node, "to": s.plan.to_node},
+            "stop_early": s.plan.stop_early,
+            "early_stop": early_stop_record(s, len(done), len(attempts), Decimal(spent)),
+        },
+        "spend": {"usd": str(spent), "cap_usd": s.cap_usd, "unpriced_attempts": unpriced, "lower_bound": unpriced > 0},
+        "infra_errors": {
+            "count": len(infra),
+            "share": round(len(infra) / len(done), 4) if done else 0.0,
+            "codes": dict(codes),
+        },
+        "inputs": {"hash": s.inputs_hash, "files": s.inputs},
+        # What the verdict rests on: a digest of every attempt record (recomputed by `aqven check` where the
+        # series is stored), and the inputs every attempt ran on (one hash: the series' own).
+        "evidence": {
+            "attempts": len(attempts),
+            "attempts_digest": attempts_digest(attempts),
+            "inputs_hashes": sorted({a.inputs_hash for a in attempts if a.inputs_hash}),
+        },
+        # Every held-out read of this experiment so far (FINDINGS.md lists them all): re-reads are visible.
+        "reads": reads,
+        "judge": s.plan.judge,
+        # The salt of the split the series ran on (hashed): `package:` edited later is E_SPLIT_CHANGED.
+        "split": split_hash(ws.project.split_package),
+    }
+
+
+def _agreement(ws: Workspace, exp: ExperimentSource, s: SeriesRow, tally: SeriesTally) -> dict[str, Any]:
+    """A judge-agreement experiment's finding records the judge's sensitivity and specificity (issue 10)."""
+    agreement = exp.spec.judge_agreement
+    if agreement is None or exp.spec.question.kind != "threshold":
+        return {}
+    variant = exp.spec.question.variant or s.plan.variants[0]
+    cells = case_cells(s, tally).get(variant, [])
+    labels = human_labels(ws.project, exp.spec)
+    record = agreement_record(variant, agreement.label, agreement.positive, cells, labels)
+    return {"judge_agreement": record} if record is not None else {}
+
+
+def _corrected(verdict: dict[str, Any]) -> dict[str, Any]:
+    """A verdict corrected for its judge's errors records which finding corrected it, and each deciding interval
+    as corrected, with the judge-decided interval and the sensitivity and specificity it stood on."""
+    by = verdict.get("judge_corrected_by")
+    if not by:
+        return {}
+    decided = [
+        {k: c.get(k) for k in ("variant", "baseline", "estimate", "low", "high", "level")}
+        | {"judge_correction": c.get("judge_correction")}
+        for c in verdict.get("decided", [])
+    ]
+    return {"judge_corrected_by": by, "decided": decided}

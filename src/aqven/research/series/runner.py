@@ -1,0 +1,569 @@
+"""The series scheduler: runs the attempts of a series under its spend cap, then decides.
+
+Rules, in the order applied (DESIGN §6): the first attempt runs alone and its cost becomes the
+reserve (the most any finished attempt cost); then attempts run side by side, ramping up with what the
+series learned (one more than the attempts that finished with a cost: 1, 2, 4, 8, ... up to the
+concurrency limit), and before starting one, if spent + reserve × (running + waiting for a person + 1)
+reaches 90% of the cap, nothing more starts, the running ones finish and the series waits for approval.
+Cancel stops new starts and lets running attempts finish (they are paid). A rate-limited attempt runs
+once more at the end. Everything is in the database, so a restarted server resumes a series without
+losing or repeating a finished attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from aqven.engine.runner import Engine
+from aqven.errors import NotFoundError
+from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
+from aqven.project.schema import Case
+from aqven.research.experiments.workspace import Workspace
+from aqven.research.series.early import DECIDED_EARLY, EarlyStop, sequence_view
+from aqven.research.series.start import request_for
+from aqven.store.runs import RunStore, new_id, now_iso
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import AttemptRow, SeriesRow
+
+log = logging.getLogger("aqven.series")
+
+
+class _EndNotWritten(Exception):
+    """Deciding a finished series failed midway; it stays running for the next start to decide."""
+
+
+PAUSE_AT = Decimal("0.9")
+RATE_LIMITED = PROVIDER_RATE_LIMITED
+
+
+def active_now(s: SeriesRow) -> float:
+    """Seconds the series has spent running (pauses and server downtime excluded)."""
+    return s.active_seconds + (time.time() - s.active_since if s.active_since is not None else 0.0)
+
+
+@dataclass
+class _Tally:
+    """What the cap rule needs: dollars spent by finished attempts, and the most one of them cost."""
+
+    spent: Decimal
+    reserve: Decimal | None
+    closing: bool = False  # the 90% rule fired: start nothing more, pause once the running attempts finished
+    done: int = 0  # finished attempts (a held-out series refreshes the numbers it shows at coarse steps of these)
+    learned: int = 0  # finished attempts that told what an attempt costs: the ramp allows one more than these
+
+
+def dec(text: str | None) -> Decimal:
+    return Decimal(text) if text else Decimal(0)
+
+
+def _sets_reserve(a: AttemptRow) -> bool:
+    """A finished attempt whose cost tells what an attempt costs (not an infrastructure error that spent nothing)."""
+    return a.status == "done" and (a.outcome != "infra" or dec(a.cost_usd) > 0)
+
+
+class SeriesRunner:
+    def __init__(
+        self, workspace: Callable[[], Workspace], engine: Callable[[], Engine], runs: RunStore, store: SeriesStore
+    ) -> None:
+        self._ws = workspace
+        self._engine = engine
+        self.runs = runs
+        self.store = store
+        self._drivers: dict[str, asyncio.Task[None]] = {}
+        self._wake: dict[str, asyncio.Event] = {}
+        self.changed = asyncio.Condition()
+
+    # ---- control ----
+
+    def drive(self, series_id: str) -> None:
+        """Make sure a driver runs for the series (idempotent)."""
+        task = self._drivers.get(series_id)
+        if task is not None and not task.done():
+            self.wake(series_id)
+            return
+        self._drivers[series_id] = asyncio.ensure_future(self._drive(series_id))
+
+    def wake(self, series_id: str) -> None:
+        event = self._wake.get(series_id)
+        if event is not None:
+            event.set()
+
+    async def notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+
+    def resume_all(self) -> list[str]:
+        """On server start: continue every series that was running or waiting for a person."""
+        ids = self.store.ids_with_status("running", "waiting_human")
+        # A series cancelled while attempts still ran: they finish (and are paid), then it is decided.
+        ids += [
+            r["id"] for r in self.store.db.query("SELECT id FROM series WHERE status='cancelled' AND ended_at IS NULL")
+        ]
+        for sid in ids:
+            s = self.store.get(sid)
+            if s.status == "running":
+                # Downtime is not running time: the clock restarts now.
+                self.store.update(sid, active_seconds=s.active_seconds, active_since=time.time())
+            self.drive(sid)
+        return ids
+
+    def run_ids_owned(self) -> set[str]:
+        rows = self.store.db.query("SELECT run_id FROM attempts WHERE run_id IS NOT NULL AND status='running'")
+        return {r["run_id"] for r in rows}
+
+    async def shutdown(self) -> None:
+        tasks = list(self._drivers.values())  # a driver removes itself from the dict when it ends
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # ---- the driver ----
+
+    async def _drive(self, series_id: str) -> None:
+        wake = self._wake.setdefault(series_id, asyncio.Event())
+        running: dict[int, asyncio.Task[str]] = {}
+        # The database is the truth (a restart resumes from it); the driver keeps a copy of what it needs
+        # to decide, so each step costs the same however many attempts the series has. `spent` counts every
+        # attempt's recorded cost (a re-run's earlier try included); a finished attempt adds what it added.
+        attempts = self.store.attempts(series_id)
+        queue = sorted((a for a in attempts if a.status == "queued"), key=lambda a: (a.reruns, a.idx))
+        tally = _Tally(
+            spent=sum((dec(a.cost_usd) for a in attempts), Decimal(0)),
+            reserve=max((dec(a.cost_usd) for a in attempts if _sets_reserve(a)), default=None),
+            done=sum(a.status == "done" for a in attempts),
+            learned=sum(_sets_reserve(a) for a in attempts),
+        )
+        del attempts
+        first = self.store.get(series_id)
+        early = EarlyStop.resume(first, tally.done) if first.plan.stop_early else None
+        try:
+            while True:
+                wake.clear()
+                s = self.store.get(series_id)
+                if s.status not in ("running", "waiting_human", "cancelled"):
+                    return
+                if s.stop_reason == DECIDED_EARLY:
+                    queue = []  # decided: nothing more starts; the running attempts finish, then it ends
+                # Attempts marked running that no task runs: left by a dead server, waiting for a person, or
+                # answered by one. Looked up on every step (by index: only the running ones are read).
+                waiting = await self._adopt_orphans(s, self.store.attempts(series_id, status="running"), running, tally)
+                if s.status == "cancelled":
+                    if running:
+                        await self._wait_any(running, wake)
+                        continue
+                    self._finalize_or_leave(series_id)
+                    await self.notify()
+                    return
+                if s.status == "waiting_human":
+                    if waiting and not running:
+                        await wake.wait()
+                        continue
+                    self._set_status(s, "running")
+                    continue
+                if not queue and not running:
+                    if waiting:
+                        self._set_status(s, "waiting_human")
+                        await self.notify()
+                        await wake.wait()
+                        continue
+                    reruns = [] if s.stop_reason == DECIDED_EARLY else self._rate_limited(series_id)
+                    if reruns:
+                        for a in reruns:
+                            self.store.requeue_for_rerun(series_id, a.idx, a.cost_usd or "0")
+                        tally.done -= len(reruns)
+                        queue = self.store.attempts(series_id, status="queued")
+                        continue
+                    self._finalize_or_leave(series_id)
+                    await self.notify()
+                    return
+                if self._start_more(s, queue, running, tally, waiting=len(waiting)):
+                    await self.notify()
+                    return  # paused at the cap
+                if running:
+                    await self._wait_any(running, wake)
+                    if early is not None and s.stop_reason is None and early.due(tally.done) and self._decided(s):
+                        self.store.update(series_id, stop_reason=DECIDED_EARLY)
+                elif waiting:
+                    # Nothing runs, and nothing may start before a person answers (the first attempt's cost is not
+                    # known yet, or the waiting attempts' reserves reach the cap): the series waits for them.
+                    self._set_status(s, "waiting_human")
+                    await self.notify()
+                    await wake.wait()
+        except asyncio.CancelledError:
+            for task in running.values():
+                task.cancel()
+            raise
+        except _EndNotWritten:
+            pass  # left running on purpose: the next start decides it again (see _finalize_or_leave)
+        except Exception as exc:  # a bug or a broken row: the series fails with a code instead of running forever
+            for task in running.values():
+                task.cancel()
+            self._fail(series_id, exc)
+            await self.notify()
+        finally:
+            if self._drivers.get(series_id) is asyncio.current_task():
+                self._drivers.pop(series_id, None)
+
+    def _rate_limited(self, series_id: str) -> list[AttemptRow]:
+        rows = self.store.db.query(
+            "SELECT idx FROM attempts WHERE series_id=? AND status='done' AND error_code=? AND reruns=0",
+            (series_id, RATE_LIMITED),
+        )
+        return [self.store.attempt(series_id, r["idx"]) for r in rows]
+
+    def _start_more(
+        self,
+        s: SeriesRow,
+        queue: list[AttemptRow],
+        running: dict[int, asyncio.Task[str]],
+        tally: _Tally,
+        *,
+        waiting: int = 0,
+    ) -> bool:
+        """Start what the cap, the ramp and the concurrency allow; True when the series paused at the cap.
+
+        An attempt waiting for a person (a human node) still holds its reserve: it has spent, and will spend
+        more once answered. After the first attempt, attempts side by side ramp up with what the series learned
+        of their cost: one more than the attempts that finished with a cost (1, 2, 4, 8, ... up to the
+        concurrency limit), so a series with uneven costs learns a higher reserve before a wide batch starts.
+        """
+        cap = dec(s.cap_usd)
+        limit = min(self._ws().project.config.concurrency, tally.learned + 1)
+        while queue and len(running) < limit:
+            held = len(running) + waiting  # attempts that are spending: running, or waiting for a person
+            if tally.reserve is None:
+                if held:
+                    break  # the first attempt runs alone: nothing has a price yet
+            elif tally.closing or tally.spent + tally.reserve * (held + 1) >= PAUSE_AT * cap:
+                # Near the cap: no new attempt starts; the running ones finish, then the series waits for a person.
+                tally.closing = True
+                if held:
+                    break
+                self._pause_at_cap(s, tally.spent)
+                return True
+            attempt = queue.pop(0)
+            run_id = new_id("run")
+            if not self.store.claim(s.id, attempt.idx, run_id):
+                continue
+            running[attempt.idx] = self._track(s, attempt, run_id, tally)
+            if tally.reserve is None:
+                break
+        return False
+
+    def _track(self, s: SeriesRow, attempt: AttemptRow, run_id: str, tally: _Tally) -> asyncio.Task[str]:
+        async def run() -> str:
+            try:
+                result, cost, outcome = await self._run_attempt(s, attempt, run_id)
+            except Exception as exc:  # a bug in one attempt must not stop the series: it is an infrastructure error
+                cost, result, outcome = dec(attempt.cost_usd), "done", "infra"
+                self._finish(
+                    s,
+                    attempt,
+                    outcome=outcome,
+                    value=None,
+                    code="CODE_ERROR",
+                    message=f"internal error: {type(exc).__name__}: {exc}",
+                    checks=[],
+                    cost=cost,
+                    unpriced=False,
+                )
+            if result == "done":
+                tally.done += 1
+                self._coarse_step(s, tally.done)
+                tally.spent += cost - dec(attempt.cost_usd)  # its recorded cost already held an earlier try's
+                if outcome != "infra" or cost > 0:
+                    # An attempt that failed before spending anything says nothing about what one costs: until
+                    # one that does finishes, attempts keep running one at a time.
+                    tally.reserve = cost if tally.reserve is None else max(tally.reserve, cost)
+                    tally.learned += 1
+            return result
+
+        return asyncio.ensure_future(run())
+
+    def _coarse_step(self, s: SeriesRow, done: int) -> None:
+        """A held-out series shows its numbers as of coarse steps only: store them when one is reached (at once,
+        before another attempt can finish, so a step holds exactly the attempts finished by then)."""
+        from aqven.research.series.view import is_sealed, refresh_sealed_view
+
+        if is_sealed(s):
+            refresh_sealed_view(self.store.get(s.id), self.store, done=done)
+
+    def _decided(self, s: SeriesRow) -> bool:
+        """A look of a stop_early series' confidence sequence: True when it decides the verdict."""
+        from aqven.research.series.end import compute_verdict  # series_end imports this module
+        from aqven.store.series_tally import read_tally
+
+        view = sequence_view(self.store, s)
+        verdict = compute_verdict(s, read_tally(self.store.db, s.id), provisional=True, sequence=view)
+        if verdict is None:
+            return False
+        decision = verdict.get("would_be") or verdict.get("verdict")
+        return decision in ("confirmed", "refuted")
+
+    async def _wait_any(self, running: dict[int, asyncio.Task[str]], wake: asyncio.Event) -> None:
+        waker = asyncio.ensure_future(wake.wait())
+        try:
+            await asyncio.wait([*running.values(), waker], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waker.cancel()
+        for idx, task in list(running.items()):
+            if task.done():
+                running.pop(idx)
+                if task.exception() is not None and not task.cancelled():
+                    raise task.exception()  # type: ignore[misc]
+        await self.notify()
+
+    async def _adopt_orphans(
+        self, s: SeriesRow, attempts: list[AttemptRow], running: dict[int, asyncio.Task[str]], tally: _Tally
+    ) -> list[int]:
+        """Attempts marked running with no task (a restart, or a human answered): resume or finish them."""
+        waiting: list[int] = []
+        for a in attempts:
+            if a.status != "running" or a.idx in running:
+                continue
+            assert a.run_id is not None
+            try:
+                record = self.runs.get(a.run_id)
+            except NotFoundError:
+                record = None
+            if record is not None and record.status == "waiting_human":
+                waiting.append(a.idx)
+                continue
+            running[a.idx] = self._track(s, a, a.run_id, tally)
+        return waiting
+
+    # ---- one attempt ----
+
+    def _case(self, s: SeriesRow, name: str) -> Case:
+        case = self._ws().case(s.plan.dataset_id, name)
+        if case is not None:
+            return case
+        raise NotFoundError(f"case {name!r} is gone from {s.plan.dataset_id!r}", code="CASE_NOT_FOUND")
+
+    async def _run_attempt(self, s: SeriesRow, a: AttemptRow, run_id: str) -> tuple[str, Decimal, str | None]:
+        """("done" | "waiting", the attempt's whole cost, its outcome)."""
+        try:
+            case = self._case(s, a.case_name)
+        except NotFoundError as exc:
+            self._finish(
+                s,
+                a,
+                outcome="infra",
+                value=None,
+                code=exc.code,
+                message=exc.message,
+                checks=[],
+                cost=dec(a.cost_usd),
+                unpriced=False,
+            )
+            return "done", dec(a.cost_usd), "infra"
+        ws, engine = self._ws(), self._engine()
+        started_on = a.inputs_hash
+        if started_on is None:  # what the attempt starts on (a wait for a person keeps it)
+            started_on = self._inputs_hash(s, ws)
+            self.store.set_attempt_inputs(s.id, a.idx, started_on)
+        try:
+            self.runs.get(run_id)
+        except NotFoundError:
+            self.runs.create(
+                request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id),
+                series_id=s.id,
+                run_id=run_id,
+                side=a.side,  # the attempt's side: what may be shown of the run never depends on a later split
+            )
+        record = await engine.execute(run_id)
+        if record.status == "waiting_human":
+            self.wake(s.id)
+            return "waiting", Decimal(0), None
+        prior = dec(a.cost_usd)  # what an earlier, rate-limited try of this attempt spent
+        cost = prior + dec(record.cost_usd)
+        unpriced = record.unpriced_calls > 0
+        checks: list[dict[str, Any]] = []
+        outcome: str = "pass"
+        value: float | None = 1.0
+        code: str | None = None
+        message: str | None = None
+        if record.status == "failed" and record.outcome == "infra":
+            outcome = "infra"
+            code, message = (record.error.code, record.error.message) if record.error else ("PROVIDER_ERROR", "")
+            value = None
+        else:
+            results = await self._score(s, case, record, a.seed)
+            checks = [r.to_json() for r in results]
+            for r in results:
+                if r.cost_usd is None:
+                    unpriced = True
+                else:
+                    cost += r.cost_usd
+            broken = next((r for r in results if r.error), None)
+            if broken is not None and broken.error is not None:
+                outcome, value = "infra", None
+                code, message = broken.error.get("code", "CODE_ERROR"), broken.error.get("message", "")
+            elif record.status == "failed":
+                outcome, value = "model_failure", 0.0
+                code, message = (record.error.code, record.error.message) if record.error else (None, None)
+            elif s.plan.deciding_check:
+                deciding = next((r for r in results if r.check_id == s.plan.deciding_check), None)
+                if deciding is None or deciding.passed is None:
+                    outcome, value = "infra", None
+                    code, message = "CODE_ERROR", f"check {s.plan.deciding_check!r} gave no result"
+                else:
+                    value = float(deciding.score if deciding.score is not None else (1.0 if deciding.passed else 0.0))
+                    outcome = "pass" if deciding.passed else "fail"
+                    if not deciding.passed:
+                        code, message = "CHECK_FAILED", f"{deciding.check_id}: {deciding.reason}"
+            else:
+                failed = [r for r in results if r.passed is False]
+                outcome = "fail" if failed else "pass"
+                value = 0.0 if failed else 1.0
+                if failed:
+                    code, message = "CHECK_FAILED", ", ".join(r.check_id for r in failed)
+        # The inputs it ran on: the same at its end as at its start, or both (an edit while it ran, even one put
+        # back later, shows as a hash no other attempt shares).
+        ended_on = self._inputs_hash(s, self._ws())
+        self._finish(
+            s,
+            a,
+            outcome=outcome,
+            value=value,
+            code=code,
+            message=message,
+            checks=checks,
+            cost=cost,
+            unpriced=unpriced,
+            inputs_hash=started_on if ended_on == started_on else f"{started_on}>{ended_on}",
+        )
+        return "done", cost, outcome
+
+    def _inputs_hash(self, s: SeriesRow, ws: Workspace) -> str:
+        from aqven.research.experiments.inputs import attempt_inputs_hash
+
+        try:
+            return attempt_inputs_hash(ws, s.id, s.plan, s.experiment_id, simulated=s.simulated)
+        except Exception as exc:  # a file that vanished while it was read: the attempt's inputs are not the series'
+            return f"unreadable:{type(exc).__name__}"
+
+    async def _score(self, s: SeriesRow, case: Case, record: Any, seed: int) -> list[Any]:
+        if s.experiment_id is None:
+            return []
+        from aqven.research.checks.scoring import AttemptView, score_checks
+
+        ws = self._ws()
+        exp = ws.experiment(s.experiment_id)
+        latency = None
+        if record.started_at and record.ended_at:
+            latency = (
+                datetime.fromisoformat(record.ended_at) - datetime.fromisoformat(record.started_at)
+            ).total_seconds()
+        view = AttemptView(
+            output=record.output,
+            status=record.status,
+            error_code=record.error.code if record.error else None,
+            outcome=record.outcome,
+            case=case,
+            cost_usd=None if record.unpriced_calls else dec(record.cost_usd),
+            latency_s=latency,
+            run_id=record.id,
+        )
+        return list(await score_checks(ws.project, exp, view, simulate=s.plan.simulate, seed=seed))
+
+    def _finish(
+        self,
+        s: SeriesRow,
+        a: AttemptRow,
+        *,
+        outcome: str,
+        value: float | None,
+        code: str | None,
+        message: str | None,
+        checks: list[dict[str, Any]],
+        cost: Decimal,
+        unpriced: bool,
+        inputs_hash: str | None = None,
+    ) -> None:
+        current = self.store.get(s.id)
+        self.store.finish_attempt(
+            s.id,
+            a.idx,
+            outcome=outcome,
+            value=value,
+            error_code=code,
+            error_message=message,
+            checks=checks,
+            cost_usd=str(cost),
+            unpriced=unpriced,
+            active_at_end=active_now(current),
+            inputs_hash=inputs_hash,
+        )
+
+    # ---- states ----
+
+    def _set_status(self, s: SeriesRow, status: str) -> None:
+        fields: dict[str, Any] = {"status": status}
+        if status == "running" and s.active_since is None:
+            fields["active_since"] = time.time()
+        elif status != "running" and s.active_since is not None:
+            fields["active_seconds"] = active_now(s)
+            fields["active_since"] = None
+        self.store.update(s.id, **fields)
+
+    def _pause_at_cap(self, s: SeriesRow, spent: Decimal) -> None:
+        self.store.update(
+            s.id,
+            status="awaiting_approval",
+            active_seconds=active_now(s),
+            active_since=None,
+            pause={"reason": "spend_near_cap", "spent_usd": str(spent), "cap_usd": s.cap_usd, "since": now_iso()},
+        )
+
+    def _finalize_or_leave(self, series_id: str) -> None:
+        """Decide the series; when writing its end fails (the finding files, the row), leave it running: the
+        next start decides it again and writes the finding once, as after a crash at the same point."""
+        try:
+            self._finalize(series_id)
+        except Exception as exc:
+            log.error(
+                "series %s: its end was not written (%s); the next start decides it", series_id, redact(repr(exc))
+            )
+            raise _EndNotWritten from exc
+
+    def _fail(self, series_id: str, exc: BaseException) -> None:
+        """End a series whose driver raised: status failed, `SERIES_INTERNAL_ERROR`, the details in the log only
+        (an exception's text could quote a held-out case); a restart does not resume it."""
+        log.error("series %s failed: %s", series_id, redact(f"{type(exc).__name__}: {exc}"), exc_info=False)
+        with contextlib.suppress(Exception):
+            s = self.store.get(series_id)
+            self.store.transition(
+                series_id,
+                ("running", "waiting_human", "cancelled", "awaiting_approval"),
+                status="failed",
+                ended_at=now_iso(),
+                active_since=None,
+                active_seconds=active_now(s) if s.active_since is not None else s.active_seconds,
+                error={
+                    "code": "SERIES_INTERNAL_ERROR",
+                    "message": f"an internal error ({type(exc).__name__}) stopped the series; see .aqven/server.log",
+                    "run_id": None,
+                    "case": None,
+                    "variant": None,
+                },
+                pause=None,
+            )
+
+    def _finalize(self, series_id: str) -> None:
+        from aqven.research.series.end import finalize
+
+        finalize(self._ws(), self.store, self.runs, series_id)
+
+    def now(self) -> str:
+        return datetime.now(UTC).isoformat()

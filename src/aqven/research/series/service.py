@@ -1,0 +1,220 @@
+"""Series as the server offers them: start, get (with long-poll), cancel, approve and stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from aqven.engine.runner import Engine
+from aqven.errors import AqvenError, StateConflictError
+from aqven.research.experiments.workspace import Workspace
+from aqven.research.launch.caps import check_ceiling, parse_cap
+from aqven.research.launch.plan import project_cap_state
+from aqven.research.series.end import finalize
+from aqven.research.series.reads import rereads
+from aqven.research.series.runner import SeriesRunner, active_now
+from aqven.research.series.start import SeriesStartBody, prepare_series
+from aqven.research.series.view import snapshot
+from aqven.store.approvals import Approver, transition_recorded
+from aqven.store.runs import RunStore
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import ENDED
+
+SETTLED = ("done", "cancelled", "failed", "awaiting_approval", "waiting_human")
+MAX_WAIT_S = 50.0
+
+
+class SeriesConflict(StateConflictError):
+    code = "SERIES_STATE_CONFLICT"
+
+
+class SeriesService:
+    def __init__(
+        self, workspace: Callable[[], Workspace], engine: Callable[[], Engine], runs: RunStore, store: SeriesStore
+    ) -> None:
+        self.workspace = workspace
+        self.engine = engine
+        self.runs = runs
+        self.store = store
+        self.runner = SeriesRunner(workspace, engine, runs, store)
+        self._start_lock = asyncio.Lock()
+
+    async def start(self, body: SeriesStartBody) -> dict[str, Any]:
+        """Start a series (or return the one its client_op_id already started); answers at once."""
+        async with self._start_lock:  # one start at a time, so a repeated client_op_id makes one series
+            if body.client_op_id is not None:
+                found = self.store.db.query_one("SELECT id FROM series WHERE client_op_id=?", (body.client_op_id,))
+                if found is not None:
+                    return self._summary(found["id"], created=False)
+            fields = await asyncio.to_thread(prepare_series, self.workspace(), self.engine(), body, self.store)
+            if fields["kind"] == "experiment" and fields["on"] == "holdout":
+                # Re-reads are visible: the plan says how many of its cases earlier held-out series read.
+                plan = fields["plan"]
+                plan.launch_plan["earlier_reads"] = rereads(self.store, str(fields["experiment_id"]), plan.cases)
+            sid, created = self.store.create(**fields)
+        if created and fields["status"] == "running":
+            self.runner.drive(sid)
+        return self._summary(sid, created=created)
+
+    def _summary(self, series_id: str, *, created: bool) -> dict[str, Any]:
+        s = self.store.get(series_id)
+        view = snapshot(s, self.store, self.runs)
+        return {
+            "series": {
+                k: view[k]
+                for k in (
+                    "series_id",
+                    "kind",
+                    "experiment_id",
+                    "on",
+                    "status",
+                    "simulated",
+                    "created_at",
+                    "progress",
+                    "spend",
+                    "pause",
+                    "eta",
+                )
+            },
+            "launch_plan": s.plan.launch_plan,
+            "created": created,
+        }
+
+    async def get(self, series_id: str, *, wait_seconds: float = 0, include_cases: bool = False) -> dict[str, Any]:
+        s = self.store.get(series_id)
+        deadline = time.monotonic() + min(max(wait_seconds, 0.0), MAX_WAIT_S)
+        while s.status not in SETTLED and time.monotonic() < deadline:
+            async with self.runner.changed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.runner.changed.wait(), min(0.5, deadline - time.monotonic()))
+            s = self.store.get(series_id)
+        # Off the event loop: a snapshot reads the database, and running attempts must not wait for it.
+        view = await asyncio.to_thread(snapshot, s, self.store, self.runs, include_cases=include_cases)
+        view["project_cap"] = self.project_cap_fields()
+        return view
+
+    def project_cap_fields(self) -> dict[str, Any]:
+        """The confirmed project cap and whether the files ask for more (a person must confirm it)."""
+        try:
+            return project_cap_state(self.workspace()).fields()
+        except AqvenError:  # the project does not load just now: the series' own caps still stand
+            return {}
+
+    async def cancel(self, series_id: str, reason: str | None = None) -> dict[str, Any]:
+        s = self.store.get(series_id)
+        fields: dict[str, Any] = {
+            "status": "cancelled",
+            "stop_reason": "cancelled",
+            "pause": {"reason": "cancelled", "note": reason} if reason else None,
+        }
+        if s.active_since is not None:
+            fields["active_seconds"] = active_now(s)
+            fields["active_since"] = None
+        if not self.store.transition(series_id, ("running", "awaiting_approval", "waiting_human"), **fields):
+            raise SeriesConflict(
+                f"series {series_id} has already stopped (status {s.status})",
+                hint="only a running, paused or waiting series can be cancelled",
+            )
+        if s.status == "running" or s.status == "waiting_human":
+            self.runner.drive(series_id)  # it stops starting, lets running attempts finish, then decides
+        else:
+            finalize(self.workspace(), self.store, self.runs, series_id)
+        await self.runner.notify()
+        return await self.get(series_id)
+
+    async def approve(self, series_id: str, cap_usd: Any, who: Approver) -> dict[str, Any]:
+        """A person continues a paused series with a higher cap (double the old one unless given).
+
+        `who` says through which channel (Studio, a terminal, REST with the server token); the approval is
+        recorded with the old and new cap in the same transaction as the status change."""
+        s = self.store.get(series_id)
+        if s.status != "awaiting_approval":
+            raise SeriesConflict(
+                f"series {series_id} is not waiting for approval (status {s.status})",
+                hint="approve a series whose status is awaiting_approval",
+            )
+        old = Decimal(s.cap_usd)
+        given = parse_cap(cap_usd)
+        reason = (s.pause or {}).get("reason")
+        new = given if given is not None else (old if reason == "cap_above_project" else old * 2)
+        spent = Decimal((s.pause or {}).get("spent_usd") or "0")
+        if reason == "spend_near_cap" and new <= old:
+            raise AqvenError(
+                f"the new cap must be above the old one (${old})",
+                code="VALIDATION_ERROR",
+                hint=f"leave it out to double it to ${old * 2}",
+                http_status=422,
+            )
+        if new <= spent:
+            raise AqvenError(
+                f"the new cap ${new} is not above what the series spent (${spent})",
+                code="VALIDATION_ERROR",
+                hint="give a higher cap",
+                http_status=422,
+            )
+        check_ceiling(new)
+        if not transition_recorded(
+            self.store.db,
+            series_id,
+            ("awaiting_approval",),
+            {"status": "running", "cap_usd": str(new), "pause": None, "active_since": time.time()},
+            action="approve",
+            who=who,
+            old_cap_usd=str(old),
+            new_cap_usd=str(new),
+            spent_usd=str(spent),
+            reason=reason,
+        ):
+            raise SeriesConflict(f"series {series_id} changed state meanwhile", hint="read it again")
+        self.runner.drive(series_id)
+        await self.runner.notify()
+        return await self.get(series_id)
+
+    async def stop(self, series_id: str, who: Approver) -> dict[str, Any]:
+        """A person stops a paused series: it ends with verdict invalid (stopped by the spend cap)."""
+        s = self.store.get(series_id)
+        pause = s.pause or {}
+        if not transition_recorded(
+            self.store.db,
+            series_id,
+            ("awaiting_approval",),
+            {"stop_reason": "stopped_at_cap"},
+            action="stop",
+            who=who,
+            old_cap_usd=s.cap_usd,
+            new_cap_usd=None,
+            spent_usd=pause.get("spent_usd"),
+            reason=pause.get("reason"),
+        ):
+            raise SeriesConflict(
+                f"series {series_id} is not waiting for approval (status {s.status})",
+                hint="stop applies to a series paused at its cap; cancel a running one",
+            )
+        finalize(self.workspace(), self.store, self.runs, series_id)
+        await self.runner.notify()
+        return await self.get(series_id)
+
+    def list_series(self, experiment_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        out = []
+        for s in self.store.list_series(experiment_id=experiment_id, limit=limit):
+            out.append(
+                {
+                    "series_id": s.id,
+                    "kind": s.kind,
+                    "experiment_id": s.experiment_id,
+                    "on": s.on,
+                    "status": s.status,
+                    "created_at": s.created_at,
+                    "ended_at": s.ended_at,
+                    "simulated": s.simulated,
+                    "verdict": (s.verdict or {}).get("verdict"),
+                    "text": (s.verdict or {}).get("text"),
+                    "finding": s.finding,
+                    "active": s.status not in ENDED,
+                }
+            )
+        return out

@@ -1,0 +1,264 @@
+"""What `series_get` shows: progress, spend against the cap, eta, the matrix, the verdict, dev cases.
+
+Everything but the case rows comes from the series' aggregates (store/series_tally.py), so a snapshot costs about
+the same at 1,000 attempts as at 100,000.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from aqven.errors import NotFoundError
+from aqven.research.holdout import series_error_view
+from aqven.research.series.early import early_stop_record, sequence_view
+from aqven.research.series.end import compute_verdict
+from aqven.research.series.runner import active_now
+from aqven.store.approvals import approvals_of
+from aqven.store.runs import RunStore
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import ENDED, AttemptRow, SeriesRow
+from aqven.store.series_tally import COUNTED, SeriesTally, read_tally
+
+ETA_WINDOW_S = 300.0
+MAX_CASE_ROWS = 50
+# While a held-out series runs, its numbers move only at coarse steps: every 10% of its attempts, and never with
+# fewer than 20 new attempts, so the change between two snapshots never belongs to one attempt.
+COARSE_PARTS = 10  # a step is a tenth of the attempts ...
+COARSE_MIN = 20  # ... and at least 20 attempts
+OUTCOME_COUNTS = ("counted", "model_failures", "infra_errors")
+
+
+def coarse_step(attempts: int) -> int:
+    """How many attempts must finish between two refreshes of a held-out series' numbers."""
+    return max(COARSE_MIN, -(-attempts // COARSE_PARTS))
+
+
+def is_sealed(s: SeriesRow) -> bool:
+    """A series whose numbers are shown only at coarse steps while it runs: an experiment on held-out cases."""
+    return s.kind == "experiment" and s.on == "holdout"
+
+
+def refresh_sealed_view(s: SeriesRow, store: SeriesStore, *, done: int) -> bool:
+    """After an attempt of a held-out series finished (`done` finished now): store the numbers it shows until the
+    next coarse step, when `step` attempts finished since the last one. True when it refreshed."""
+    view = s.sealed_view or {}
+    total = len(s.plan.cases) * len(s.plan.variants) * s.plan.repeats
+    if done - int(view.get("done", 0)) < coarse_step(total):
+        return False
+    tally = read_tally(store.db, s.id)
+    sequence = sequence_view(store, s) if s.plan.stop_early else None
+    verdict = compute_verdict(s, tally, provisional=True, sequence=sequence)
+    t = tally.total
+    store.update(
+        s.id,
+        sealed_view={
+            "done": t.done,
+            "matrix": matrix(s, tally, verdict),
+            "verdict": verdict,
+            "progress": {k: getattr(t, k) for k in OUTCOME_COUNTS},
+        },
+    )
+    return True
+
+
+def _sealed(s: SeriesRow, out: dict[str, Any]) -> None:
+    """A running held-out series as it may be shown: its per-variant numbers, outcome counts and provisional
+    verdict as of the last coarse step (none before the first), so no poll tells one attempt's result."""
+    view = s.sealed_view or {}
+    frozen = {m["variant"]: m for m in view.get("matrix") or []}
+    rows = []
+    for row in out["matrix"]:
+        keep = {"variant": row["variant"], "attempts": row["attempts"]}
+        old = frozen.get(row["variant"])
+        zero = {"done": 0, "counted": 0, "passes": 0, "model_failures": 0, "infra_errors": 0, "spend_usd": "0"}
+        rows.append({**zero, **(old or {}), **keep})
+    out["matrix"] = rows
+    out["verdict"] = view.get("verdict")
+    out["progress"].update({k: int((view.get("progress") or {}).get(k, 0)) for k in OUTCOME_COUNTS})
+    out["coarse"] = {"as_of_done": int(view.get("done", 0)), "step": coarse_step(out["progress"]["attempts"])}
+
+
+def eta(s: SeriesRow, tally: SeriesTally) -> dict[str, Any] | None:
+    """From the attempts finished per minute over the last 5 minutes of running time."""
+    if s.status in ENDED:
+        return None
+    if s.status in ("awaiting_approval", "waiting_human"):
+        return {"state": "paused"}
+    times = tally.finish_times
+    if times.count < 4 or times.first is None:  # estimating until 3 attempts finished after the first one
+        return {"state": "estimating"}
+    now = times.since + ETA_WINDOW_S
+    span = min(ETA_WINDOW_S, max(now - times.first, 1e-6))
+    # The first finish only starts the clock: it is not one of the recent ones.
+    recent = times.at_or_after_since - (1 if times.first >= times.since else 0)
+    if recent <= 0:
+        return {"state": "estimating"}
+    per_minute = recent / span * 60
+    total = tally.total
+    left = total.attempts - total.done
+    remaining = left / per_minute * 60
+    finish = datetime.now(UTC) + timedelta(seconds=remaining)
+    return {
+        "state": "running",
+        "attempts_per_minute": round(per_minute, 3),
+        "remaining_seconds": round(remaining, 1),
+        "finish_at": finish.isoformat(timespec="seconds"),
+    }
+
+
+def matrix(s: SeriesRow, tally: SeriesTally, verdict: dict[str, Any] | None) -> list[dict[str, Any]]:
+    cells = {c.get("variant"): c for c in (verdict or {}).get("cells", [])}
+    out = []
+    for v in s.plan.variants:
+        t = tally.variants.get(v)
+        row: dict[str, Any] = {
+            "variant": v,
+            "attempts": t.attempts if t else 0,
+            "done": t.done if t else 0,
+            "counted": t.counted if t else 0,
+            "passes": round(t.passes, 6) if t else 0,
+            "model_failures": t.model_failures if t else 0,
+            "infra_errors": t.infra_errors if t else 0,
+            "spend_usd": str(t.spend if t else Decimal(0)),
+        }
+        cell = cells.get(v)
+        if cell:
+            row.update({k: cell.get(k) for k in ("estimate", "low", "high") if k in cell})
+        out.append(row)
+    return out
+
+
+def spend(tally: SeriesTally, runs: RunStore | None) -> tuple[Decimal, int]:
+    """(dollars spent, attempts with an unpriced call). Running attempts add what their runs spent so far."""
+    total = tally.total.spend
+    unpriced = tally.unpriced_settled
+    for a in tally.running:
+        record = None
+        if runs is not None and a.run_id:
+            try:
+                record = runs.get(a.run_id)
+            except NotFoundError:  # the run row is not written yet: it has spent nothing
+                record = None
+        if record is None:
+            unpriced += int(a.unpriced)
+            continue
+        total += Decimal(record.cost_usd)
+        unpriced += int(record.unpriced_calls > 0)
+    return total, unpriced
+
+
+def case_rows(s: SeriesRow, store: SeriesStore, tally: SeriesTally) -> tuple[list[dict[str, Any]], int]:
+    """Dev cases only, failing first, at most 50; the rest (and every held-out case) are counted as hidden."""
+    dev = [c for c in s.plan.cases if s.plan.sides.get(c) == "dev"]
+    fails = tally.fails
+    order = sorted(range(len(dev)), key=lambda i: (not fails.get(dev[i], 0), i))
+    shown = [dev[i] for i in order[:MAX_CASE_ROWS]]
+    by_case: dict[str, list[AttemptRow]] = {c: [] for c in shown}
+    for a in store.attempts_of_cases(s.id, shown):
+        by_case[a.case_name].append(a)
+    rows = []
+    for case in shown:
+        mine = by_case[case]
+        variants = {}
+        for v in s.plan.variants:
+            va = [a for a in mine if a.variant_id == v]
+            counted = [a for a in va if a.status == "done" and a.outcome in COUNTED]
+            failed_checks = sorted({c["check_id"] for a in va for c in (a.checks or []) if c.get("passed") is False})
+            variants[v] = {
+                "passes": round(sum(a.value or 0.0 for a in counted), 6),
+                "counted": len(counted),
+                "fails": sum(a.outcome in ("fail", "model_failure") for a in va),
+                "failed_checks": failed_checks,
+                "attempts": [
+                    {
+                        "repeat": a.rep,
+                        "status": a.status,
+                        "outcome": a.outcome,
+                        "error": a.error_code,
+                        "message": a.error_message,
+                        "run_id": a.run_id,
+                    }
+                    for a in sorted(va, key=lambda x: x.rep)
+                ],
+            }
+        rows.append({"case": case, "side": "dev", "failing": fails.get(case, 0) > 0, "variants": variants})
+    return rows, len(s.plan.cases) - len(rows)
+
+
+def snapshot(s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases: bool = False) -> dict[str, Any]:
+    """The series as `series_get` shows it, read from its aggregates (the case rows read their attempts)."""
+    tally = read_tally(store.db, s.id, finished_since=active_now(s) - ETA_WINDOW_S)
+    total = tally.total
+    spent, unpriced = spend(tally, runs)
+    sequence = sequence_view(store, s) if s.plan.stop_early and s.status not in ENDED else None
+    verdict = s.verdict if s.status in ENDED else compute_verdict(s, tally, provisional=True, sequence=sequence)
+    if s.status == "cancelled" and s.ended_at is None:
+        # Cancelled while attempts still finish: the verdict is already invalid (cancelled), not missing.
+        verdict = compute_verdict(s, tally, provisional=False)
+    out: dict[str, Any] = {
+        "series_id": s.id,
+        "kind": s.kind,
+        "experiment_id": s.experiment_id,
+        "on": s.on,
+        "status": s.status,
+        "simulated": s.simulated,
+        "seed": s.sim_seed,  # the simulators' seed: `--seed` replays the series on purpose
+        "created_at": s.created_at,
+        "ended_at": s.ended_at,
+        "progress": {
+            "attempts": total.attempts,
+            "done": total.done,
+            "running": total.running,
+            "queued": total.queued,
+            "counted": total.counted,
+            "model_failures": total.model_failures,
+            "infra_errors": total.infra_errors,
+            "reruns": total.reruns,
+        },
+        "spend": {
+            "usd": str(spent),
+            "cap_usd": s.cap_usd,
+            "project_cap_usd": s.project_cap_usd,
+            "project_cap_source": s.project_cap_source,
+            "unpriced_attempts": unpriced,
+            "lower_bound": unpriced > 0,
+        },
+        "pause": s.pause if s.status == "awaiting_approval" else None,
+        "approvals": approvals_of(store.db, s.id),  # every approval and stop, with its channel
+        "eta": eta(s, tally),
+        "matrix": matrix(s, tally, verdict),
+        "verdict": verdict,
+        "error": series_error_view(s.error),  # a series stored before the rule may still name a held-out run
+        "finding": s.finding,
+        "plan": {
+            "flow_id": s.plan.flow_id,
+            "from": s.plan.from_node,
+            "to": s.plan.to_node,
+            "dataset_id": s.plan.dataset_id,
+            "cases": len(s.plan.cases),
+            "repeats": s.plan.repeats,
+            "variants": s.plan.variants,
+            "question": s.plan.question,
+        },
+        "launch_plan": s.plan.launch_plan,
+        "stop_early": s.plan.stop_early,
+        "early_stop": early_stop_record(s, total.done, total.attempts, spent),
+        "as_of": time.time(),
+    }
+    if is_sealed(s) and s.ended_at is None:
+        _sealed(s, out)
+    elif s.kind == "look" and any(side != "dev" for side in s.plan.sides.values()):
+        # A look that ran held-out cases: its numbers are those of its working cases only (a look on one
+        # held-out case would otherwise give that case's result through the aggregates).
+        dev = read_tally(store.db, s.id, side="dev")
+        out["matrix"] = matrix(s, dev, None)
+        out["progress"].update({k: getattr(dev.total, k) for k in OUTCOME_COUNTS})
+        out["progress"]["held_out_attempts"] = total.attempts - dev.total.attempts
+    if include_cases:
+        rows, hidden = case_rows(s, store, tally)
+        out["cases"] = rows
+        out["hidden_cases"] = hidden
+    return out
