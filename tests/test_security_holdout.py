@@ -227,19 +227,18 @@ def test_look_naming_held_out_cases_lists_only_working_ones(client: Any) -> None
 def test_studio_chat_tools_hide_held_out_runs(client: Any) -> None:
     """The Studio chat agent's run tools ask the same rule: held-out runs are refused and only counted."""
     import asyncio
-    from types import SimpleNamespace
 
     from aqven.server import chat
 
     sid, ids = held_out_series(client)
-    ctx: Any = SimpleNamespace(deps=SimpleNamespace(svc=client.app.state.service))
+    svc = client.app.state.service
 
     async def ask() -> list[Any]:
         return [
-            await chat.run_get(ctx, ids[0]),
-            await chat.run_events(ctx, ids[0]),
-            await chat.run_get_node(ctx, ids[0], "reply"),
-            await chat.list_runs(ctx, series_id=sid),
+            await chat.call_tool(svc, "run_get", {"run_id": ids[0]}),
+            await chat.call_tool(svc, "run_events", {"run_id": ids[0]}),
+            await chat.call_tool(svc, "run_get_node", {"run_id": ids[0], "node_id": "reply"}),
+            await chat.call_tool(svc, "list_runs", {"series_id": sid}),
         ]
 
     got, events, node, listed = asyncio.run(ask())

@@ -250,7 +250,7 @@ async def test_offline_responder_quotes_findings_and_uses_tools(project: Path) -
         assert "Refuted on 6 held-out cases × 2 repeats (simulated)" in out["reply"]
         assert "reply_overpromise_risk" in out["reply"] and "offline responder" in out["reply"]
         assert "panel_judge_prompt" not in out["reply"]  # only the lines that share words with the question
-        assert [c["name"] for c in out["tool_calls"]] == ["read_findings"]
+        assert [c["name"] for c in out["tool_calls"]] == ["read_findings_md"]
         out = await chat.reply(
             svc,
             [

@@ -15,7 +15,7 @@ import anyio
 
 def run_mcp(root: Path) -> None:
     """Serve MCP over stdin/stdout until the client closes it (raises `AqvenError` when no server can start)."""
-    from aqven.server.mcp_server import serve_stdio
+    from aqven.server.mcp_stdio import serve_stdio
 
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(serve_stdio, root)

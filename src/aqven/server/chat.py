@@ -1,8 +1,10 @@
 """Studio's chat agent: reads FINDINGS.md, AGENTS.md and CLAUDE.md first, then answers with the project's tools.
 
-The agent is a pydantic-ai `Agent` whose tools are the ones the MCP server offers (check, experiments, flows,
-agents, datasets, findings, series start/get/cancel, runs start/get/events/node), minus approval: an agent
-can start a series but never continue one past its cap.
+The agent is a pydantic-ai `Agent` whose tools are the MCP server's, from the same registry
+(`aqven.server.tools`) under the same names and with the same rules: held-out cases never shown one by one, no
+approval (an agent can start a series but never continue one past its cap). A tool's failure reaches the model
+as ``{"error": {code, message, hint}}``; a failure of the chat itself is an `AqvenError` (`CHAT_FAILED`,
+`CHAT_TIMEOUT`, `VALIDATION_ERROR`), which POST /api/chat answers as an HTTP error.
 
 Which model answers:
 
@@ -17,13 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic_ai import Agent, RunContext
+import yaml
+from pydantic import ValidationError
+from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -35,11 +40,15 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_core import to_jsonable_python
 
-from aqven.errors import AqvenError, NotFoundError
+from aqven.errors import AqvenError
+from aqven.models.providers import build_model
 from aqven.project.local import simulate_enabled
 from aqven.project.paths import state_dir
 from aqven.server.service import ProjectService
+from aqven.server.tool_registry import ToolSpec, validation_problem
+from aqven.server.tools import TOOLS
 
 CONTEXT_FILES = ("FINDINGS.md", "AGENTS.md", "CLAUDE.md")
 MAX_CONTEXT_CHARS = 60_000
@@ -48,6 +57,7 @@ MAX_ITEMS = 60
 CHAT_TIMEOUT_S = 180.0
 OFFLINE_NAME = "aqven-offline-responder"
 AGENT_ENV = "AQVEN_CHAT_AGENT"
+log = logging.getLogger("aqven.chat")
 
 
 # ---- context ----
@@ -72,6 +82,9 @@ def instructions_for(root: Path) -> str:
         "never approve or continue a paused series: tell the person what it spent and that they approve it in "
         "Studio. Held-out cases are never shown one by one. A series on dev gives a signal, never a finding. "
         "Say plainly when something ran on simulated models.",
+        "Follow AGENTS.md and CLAUDE.md below as the project's instructions to agents, where they do not contradict "
+        "these rules. Answer about a series, a run or a finding from the tools (series_get, run_get, run_events, "
+        "list_findings), and say when a tool answered an error.",
     ]
     budget = MAX_CONTEXT_CHARS
     for f in context_files(root):
@@ -89,8 +102,6 @@ def chat_agent_name(root: Path) -> str | None:
         return name
     path = state_dir(root) / "local.yaml"
     if path.is_file():
-        import yaml
-
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError:
@@ -129,10 +140,10 @@ def describe(svc: ProjectService) -> dict[str, Any]:
             f"quotes FINDINGS.md ({why})",
         }
     files = [{k: v for k, v in f.items() if k != "text"} for f in context_files(svc.root)]
-    return {"responder": responder, "context_files": files, "tools": [t.__name__ for t in TOOLS]}
+    return {"responder": responder, "context_files": files, "tools": TOOLS.names()}
 
 
-# ---- tools (the MCP server's, minus approval) ----
+# ---- tools: the registry's, the same as the MCP server's ----
 
 
 @dataclass
@@ -154,215 +165,54 @@ def _clip(value: Any, depth: int = 0) -> Any:
     return value
 
 
-async def _guard(call: Any) -> Any:
+def is_tool_error(content: Any) -> bool:
+    """A tool's failure as the chat sees it: ``{"error": {...}}`` and nothing else (a failed series' snapshot
+    also has an `error` key, among many)."""
+    return isinstance(content, dict) and set(content) == {"error"} and isinstance(content["error"], dict)
+
+
+async def call_tool(svc: ProjectService, name: str, args: dict[str, Any]) -> Any:
+    """Run tool `name` of the registry as the chat agent: its JSON answer, or ``{"error": {code, message, hint}}``
+    (the same codes an MCP client gets)."""
+    spec = TOOLS.get(name)
+    if spec is None:
+        return {
+            "error": {
+                "code": "TOOL_NOT_FOUND",
+                "message": f"no tool {name!r}",
+                "hint": f"tools: {', '.join(TOOLS.names())}",
+            }
+        }
     try:
-        result = await call if asyncio.iscoroutine(call) else call
+        result = await spec.call(svc, args)
+    except ValidationError as exc:
+        return {"error": validation_problem(exc)}
     except AqvenError as err:
         return {"error": err.to_dict()}
-    if hasattr(result, "model_dump"):
-        result = result.model_dump(mode="json")
-    elif isinstance(result, list):
-        result = [r.model_dump(mode="json") if hasattr(r, "model_dump") else r for r in result]
-    return _clip(json.loads(json.dumps(result, default=str)))
+    return _clip(to_jsonable_python(result))
 
 
-async def aqven_check(ctx: RunContext[ChatDeps]) -> Any:
-    """Validate the project's files (`aqven check`): errors and warnings with file:line."""
-    from aqven.server.routes_project import get_check
+def _chat_tool(spec: ToolSpec) -> Tool[ChatDeps]:
+    async def run(ctx: RunContext[ChatDeps], **args: Any) -> Any:
+        return await call_tool(ctx.deps.svc, spec.name, args)
 
-    return await _guard(asyncio.to_thread(get_check, ctx.deps.svc))
-
-
-async def list_experiments(ctx: RunContext[ChatDeps]) -> Any:
-    """Every experiment: its question, failure mode, the factor it varies and the variants' values."""
-    from aqven.server.routes_research import list_experiments as route
-
-    def brief() -> list[dict[str, Any]]:
-        return [
-            {k: e[k] for k in ("id", "failure_mode", "description", "caption", "variants", "question", "subject")}
-            for e in route(ctx.deps.svc)
-        ]
-
-    return await _guard(brief())
-
-
-async def get_experiment(ctx: RunContext[ChatDeps], experiment_id: str) -> Any:
-    """One experiment with its checks, dataset and series."""
-    from aqven.server.routes_research import get_experiment as route
-
-    return await _guard(asyncio.to_thread(route, experiment_id, ctx.deps.svc))
-
-
-async def list_flows(ctx: RunContext[ChatDeps]) -> Any:
-    """The project's flows and their top-level nodes."""
-    from aqven.server.routes_project import list_flows as route
-
-    return await _guard(route(ctx.deps.svc))
-
-
-async def get_flow(ctx: RunContext[ChatDeps], flow_id: str) -> Any:
-    """One flow compiled: its nodes (kind, agent, model, dependencies, children) and types."""
-    from aqven.server.routes_project import get_flow as route
-
-    return await _guard(asyncio.to_thread(route, flow_id, ctx.deps.svc))
-
-
-async def list_agents(ctx: RunContext[ChatDeps]) -> Any:
-    """The project's agents with their models and settings."""
-    from aqven.server.routes_project import list_agents as route
-
-    return await _guard(route(ctx.deps.svc))
-
-
-async def list_datasets(ctx: RunContext[ChatDeps]) -> Any:
-    """The datasets with how many cases are working (dev) and held out."""
-    from aqven.server.routes_project import list_datasets as route
-
-    return await _guard(route(ctx.deps.svc))
-
-
-async def read_findings(ctx: RunContext[ChatDeps]) -> Any:
-    """FINDINGS.md as it is now, and every finding file with its verdict sentence."""
-    from aqven.server.routes_research import list_findings as route
-
-    return await _guard(route(ctx.deps.svc))
-
-
-async def list_series(ctx: RunContext[ChatDeps], experiment_id: str | None = None, limit: int = 20) -> Any:
-    """Series, newest first, with status and verdict sentence."""
-    return await _guard(ctx.deps.svc.series.list_series(experiment_id=experiment_id, limit=max(1, min(limit, 100))))
-
-
-async def series_start(
-    ctx: RunContext[ChatDeps],
-    experiment_id: str,
-    on: str = "dev",
-    cases: int | None = None,
-    repeats: int | None = None,
-    cap_usd: str | None = None,
-    client_op_id: str | None = None,
-) -> Any:
-    """Start a series of an experiment on dev (explore) or holdout (confirm, once). Returns its launch plan."""
-    from aqven.research.series.start import SeriesStartBody
-
-    try:
-        body = SeriesStartBody.model_validate(
-            {
-                "experiment_id": experiment_id,
-                "on": on,
-                "cases": cases,
-                "repeats": repeats,
-                "cap_usd": cap_usd,
-                "client_op_id": client_op_id,
-            }
-        )
-    except ValueError as exc:
-        return {"error": {"code": "VALIDATION_ERROR", "message": str(exc).splitlines()[0]}}
-    return await _guard(ctx.deps.svc.series.start(body))
-
-
-async def series_get(
-    ctx: RunContext[ChatDeps], series_id: str, wait_seconds: float = 0, include_cases: bool = False
-) -> Any:
-    """A series' snapshot: progress, spend against the cap, the matrix with 95% intervals, eta and verdict."""
-    wait = max(0.0, min(float(wait_seconds), 20.0))
-    return await _guard(ctx.deps.svc.series.get(series_id, wait_seconds=wait, include_cases=include_cases))
-
-
-async def series_cancel(ctx: RunContext[ChatDeps], series_id: str, reason: str | None = None) -> Any:
-    """Cancel a series: queued attempts never start; no finding is written."""
-    return await _guard(ctx.deps.svc.series.cancel(series_id, reason))
-
-
-async def run_start(
-    ctx: RunContext[ChatDeps],
-    flow_id: str,
-    case: str | None = None,
-    dataset_id: str | None = None,
-    input: Any = None,
-    from_node: str | None = None,
-    to_node: str | None = None,
-) -> Any:
-    """Start a run of a flow on a case (or an input) and wait up to 30 s for it."""
-    svc = ctx.deps.svc
-    body: dict[str, Any] = {"flow_id": flow_id, "from_node": from_node, "to_node": to_node}
-    if case is not None:
-        body.update(case=case, dataset_id=dataset_id)
-    else:
-        body["input"] = input
-
-    async def go() -> Any:
-        run_id = svc.start_run(svc.build_request(body))
-        return await svc.wait_run(run_id, 30.0)
-
-    return await _guard(go())
-
-
-async def run_get(ctx: RunContext[ChatDeps], run_id: str) -> Any:
-    """One run: status, output, error, tokens and cost. A run of a held-out case is refused (HOLDOUT_HIDDEN)."""
-    svc = ctx.deps.svc
-    return await _guard(asyncio.to_thread(svc.visible_run, run_id))
-
-
-async def run_events(ctx: RunContext[ChatDeps], run_id: str, after: int = 0, limit: int = 100) -> Any:
-    """A run's trace events in order."""
-    svc = ctx.deps.svc
-
-    def events() -> Any:
-        svc.visible_run(run_id)
-        return svc.runs.events(run_id, after=after, limit=max(1, min(limit, 500)))
-
-    return await _guard(asyncio.to_thread(events))
-
-
-async def run_get_node(ctx: RunContext[ChatDeps], run_id: str, node_id: str) -> Any:
-    """One node of a run: inputs, output, error and model calls."""
-    from aqven.server.routes_runs import run_node
-
-    return await _guard(asyncio.to_thread(run_node, run_id, node_id, ctx.deps.svc))
-
-
-async def list_runs(
-    ctx: RunContext[ChatDeps],
-    flow_id: str | None = None,
-    status: str | None = None,
-    series_id: str | None = None,
-    limit: int = 20,
-) -> Any:
-    """Runs, newest first; runs of held-out cases are only counted (hidden_holdout_runs)."""
-    from aqven.research.holdout import HELD_OUT_RUN_SQL
-
-    svc = ctx.deps.svc
-    runs, hidden = svc.runs.list_runs_except(
-        HELD_OUT_RUN_SQL, flow_id=flow_id, status=status, series_id=series_id, limit=max(1, min(limit, 100))
+    return Tool.from_schema(
+        run,
+        name=spec.name,
+        description=spec.description,
+        json_schema=spec.args_model.model_json_schema(),
+        takes_ctx=True,
     )
-    items = [{k: v for k, v in r.model_dump(mode="json").items() if k != "request"} for r in runs]
-    return await _guard({"runs": items, "hidden_holdout_runs": hidden})
-
-
-TOOLS = (
-    aqven_check,
-    list_experiments,
-    get_experiment,
-    list_flows,
-    get_flow,
-    list_agents,
-    list_datasets,
-    read_findings,
-    list_series,
-    series_start,
-    series_get,
-    series_cancel,
-    run_start,
-    run_get,
-    run_events,
-    run_get_node,
-    list_runs,
-)
 
 
 def build_agent(model: Model, root: Path) -> Agent[ChatDeps, str]:
-    return Agent(model, deps_type=ChatDeps, instructions=instructions_for(root), tools=list(TOOLS), retries=1)
+    return Agent(
+        model,
+        deps_type=ChatDeps,
+        instructions=instructions_for(root),
+        tools=[_chat_tool(spec) for spec in TOOLS],
+        retries=1,
+    )
 
 
 # ---- the offline responder ----
@@ -424,80 +274,122 @@ def _section(instructions: str, name: str) -> str:
 
 
 def plan_tools(question: str, available: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The tools the offline responder calls for `question`, by its keywords and the ids it names."""
     q = question.lower()
     calls: list[tuple[str, dict[str, Any]]] = []
-    for sid in dict.fromkeys(re.findall(r"\bser_[0-9a-f]{6,}\b", q)):
-        calls.append(("series_get", {"series_id": sid}))
+    about_cases = bool(re.search(r"\b(cases?|fail\w*|pass\w*|which)\b", q))
+    series_ids = list(dict.fromkeys(re.findall(r"\bser_[0-9a-f]{6,}\b", q)))
+    for sid in series_ids:
+        calls.append(("series_get", {"series_id": sid, "include_cases": about_cases}))
     for rid in dict.fromkeys(re.findall(r"\brun_[0-9a-f]{6,}\b", q)):
         calls.append(("run_get", {"run_id": rid}))
     if re.search(r"\b(check|errors?|warnings?|valid|broken)\b", q):
         calls.append(("aqven_check", {}))
     if "experiment" in q:
         calls.append(("list_experiments", {}))
-    if "series" in q and not any(c[0] == "series_get" for c in calls):
-        calls.append(("list_series", {}))
+    if "series" in q and not series_ids:
+        calls.append(("series_list", {}))
     if re.search(r"\bflows?\b", q):
         calls.append(("list_flows", {}))
     if re.search(r"\b(agents?|models?)\b", q):
         calls.append(("list_agents", {}))
-    if re.search(r"\b(datasets?|cases?)\b", q):
+    if re.search(r"\b(datasets?|cases?)\b", q) and not series_ids:
         calls.append(("list_datasets", {}))
     if re.search(r"finding|confirm|refut|verdict|learn|know", q):
-        calls.append(("read_findings", {}))
+        calls.append(("read_findings_md", {}))
     return [(name, args) for name, args in calls if name in available]
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one (any key of a tool's answer may be null)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _series_lines(content: dict[str, Any]) -> list[str]:
+    p, sp, vd = _dict(content.get("progress")), _dict(content.get("spend")), _dict(content.get("verdict"))
+    lines = [
+        f"series {content.get('series_id')} ({content.get('experiment_id') or content.get('kind')} on "
+        f"{content.get('on')}{', simulated' if content.get('simulated') else ''}): {content.get('status')}, "
+        f"{p.get('done')} of {p.get('attempts')} attempts, spent ${sp.get('usd')} of ${sp.get('cap_usd')}"
+        f"{' (a lower bound)' if sp.get('lower_bound') else ''}."
+    ]
+    if vd.get("text"):
+        lines.append(("Provisional: " if vd.get("provisional") else "Verdict: ") + f"“{vd['text']}”")
+    if content.get("finding"):
+        lines.append(f"Finding: {content['finding']}")
+    err = _dict(content.get("error"))
+    if err:
+        lines.append(f"It failed on an infrastructure error: {err.get('code')}: {err.get('message')}")
+    if content.get("status") == "awaiting_approval":
+        lines.append("It waits for a person: approve it with a new cap on its Studio page (I cannot).")
+    rows = content.get("cases")
+    if isinstance(rows, list):
+        failing = [r for r in rows if isinstance(r, dict) and r.get("failing")]
+        if failing:
+            lines.append(f"Working cases that failed ({len(failing)}):")
+            for r in failing:
+                parts = []
+                for vid, cell in _dict(r.get("variants")).items():
+                    cell = _dict(cell)
+                    checks = ", ".join(str(c) for c in _list(cell.get("failed_checks")))
+                    parts.append(
+                        f"{vid} failed {cell.get('fails')} of {cell.get('counted')}"
+                        + (f" ({checks})" if checks else "")
+                    )
+                lines.append(f"- {r.get('case')}: " + "; ".join(parts))
+        elif rows:
+            lines.append("no working case failed.")
+        if content.get("on") == "holdout" or content.get("hidden_cases"):
+            lines.append(
+                f"{content.get('hidden_cases') or 0} case(s) not listed: held-out cases are never shown one by one."
+            )
+    return lines
+
+
 def _summarize(name: str, content: Any) -> list[str]:
-    if isinstance(content, dict) and "error" in content:
+    """What the offline responder says about one tool's answer (any field of it may be missing or null)."""
+    if is_tool_error(content):
         err = content["error"]
         return [f"{name}: {err.get('code')}: {err.get('message')}"]
-    if name == "aqven_check" and isinstance(content, dict):
-        lines = [f"aqven check: {content.get('errors')} error(s), {content.get('warnings')} warning(s)."]
-        for d in (content.get("diagnostics") or [])[:8]:
+    data = _dict(content)
+    if name == "aqven_check":
+        lines = [f"aqven check: {data.get('errors')} error(s), {data.get('warnings')} warning(s)."]
+        for d in _list(data.get("diagnostics"))[:8]:
+            d = _dict(d)
             where = (d.get("file") or "project") + (f":{d['line']}" if d.get("line") else "")
             lines.append(f"- {where}: {d.get('code')}: {d.get('message')}")
         return lines
-    if name == "list_experiments" and isinstance(content, list):
-        lines = [f"{len(content)} experiment(s):"]
-        for e in content:
-            if isinstance(e, dict):
-                lines.append(f"- {e.get('id')} ({e.get('failure_mode')}): {e.get('caption')}")
-        return lines
-    if name == "list_series" and isinstance(content, list):
-        lines = [f"latest series ({len(content)}):"]
-        for s in content[:8]:
-            if isinstance(s, dict):
-                verdict = f" — {s.get('text')}" if s.get("text") else ""
-                lines.append(
-                    f"- {s.get('series_id')} {s.get('experiment_id')} on {s.get('on')}: {s.get('status')}{verdict}"
-                )
-        return lines
-    if name == "series_get" and isinstance(content, dict):
-        p = content.get("progress") or {}
-        sp = content.get("spend") or {}
-        lines = [
-            f"series {content.get('series_id')} ({content.get('experiment_id')} on {content.get('on')}"
-            f"{', simulated' if content.get('simulated') else ''}): {content.get('status')}, "
-            f"{p.get('done')} of {p.get('attempts')} attempts, spent ${sp.get('usd')} of ${sp.get('cap_usd')}"
-            f"{' (a lower bound)' if sp.get('lower_bound') else ''}."
+    if name == "list_experiments":
+        items = [_dict(e) for e in _list(data.get("experiments"))]
+        return [f"{len(items)} experiment(s):"] + [
+            f"- {e.get('id')} ({e.get('failure_mode')}): {e.get('caption')}" for e in items
         ]
-        vd: dict[str, Any] = content.get("verdict") or {}
-        if vd.get("text"):
-            lines.append(("Provisional: " if vd.get("provisional") else "Verdict: ") + f"“{vd['text']}”")
-        if content.get("status") == "awaiting_approval":
-            lines.append("It waits for a person: approve it with a new cap on its Studio page (I cannot).")
+    if name == "series_list":
+        items = [_dict(x) for x in _list(data.get("series"))]
+        lines = [f"latest series ({len(items)}):"]
+        for x in items[:8]:
+            verdict = f" — {x.get('text')}" if x.get("text") else ""
+            lines.append(
+                f"- {x.get('series_id')} {x.get('experiment_id')} on {x.get('on')}: {x.get('status')}{verdict}"
+            )
         return lines
-    if name == "run_get" and isinstance(content, dict):
-        err = content.get("error") or {}
+    if name == "series_get" and data:
+        return _series_lines(data)
+    if name == "run_get" and data:
+        err = _dict(data.get("error"))
         tail = f": {err.get('code')}: {err.get('message')}" if err else ""
-        return [f"run {content.get('id')} of {content.get('flow_id')}: {content.get('status')}{tail}"]
-    if name in ("list_flows", "list_agents", "list_datasets") and isinstance(content, list):
+        case = f" on case {data.get('case_name')}" if data.get("case_name") else ""
+        return [f"run {data.get('id')} of {data.get('flow_id')}{case}: {data.get('status')}{tail}"]
+    if name in ("list_flows", "list_agents", "list_datasets"):
         what = name.split("_")[1]
-        items = []
-        for x in content:
-            if isinstance(x, dict):
-                items.append(str(x.get("id")) + (f" ({x['model']})" if x.get("model") else ""))
-        return [f"{what}: " + ", ".join(items)]
+        items = [_dict(x) for x in _list(data.get(what))]
+        return [
+            f"{what}: " + ", ".join(str(x.get("id")) + (f" ({x['model']})" if x.get("model") else "") for x in items)
+        ]
     return []
 
 
@@ -521,8 +413,8 @@ def offline_reply(question: str, instructions: str, returns: list[tuple[str, Any
         out.append("From FINDINGS.md (read before this conversation):")
         out += [f"- [{h}] {line}" for h, line in chosen[:8]]
     for name, content in returns:
-        if name == "read_findings":
-            continue
+        if name == "read_findings_md":
+            continue  # quoted above, from the instructions
         out += _summarize(name, content)
     if not out:
         out.append(
@@ -566,8 +458,6 @@ def offline_model() -> FunctionModel:
 def _model_for(svc: ProjectService) -> tuple[Model, dict[str, Any]]:
     info = describe(svc)["responder"]
     if info["kind"] == "agent":
-        from aqven.models.providers import build_model
-
         agent = svc.project().agents[info["agent"]]
         return build_model(agent), info
     return offline_model(), info
@@ -585,7 +475,9 @@ def _history(messages: list[dict[str, Any]]) -> list[ModelMessage]:
 
 
 async def reply(svc: ProjectService, messages: list[dict[str, Any]], *, model: Model | None = None) -> dict[str, Any]:
-    """Answer the last user message of `messages` (earlier ones are the history)."""
+    """Answer the last user message of `messages` (earlier ones are the history): the reply, the tool calls (each
+    with `error` when the tool answered one), the responder, the files read and the tokens. A chat that cannot
+    answer raises `AqvenError` (CHAT_FAILED 502, CHAT_TIMEOUT 504, VALIDATION_ERROR 422), never a reply."""
     if not messages or messages[-1].get("role") != "user" or not str(messages[-1].get("content", "")).strip():
         raise AqvenError("the last message must be the user's question", code="VALIDATION_ERROR", http_status=422)
     if model is None:
@@ -607,24 +499,32 @@ async def reply(svc: ProjectService, messages: list[dict[str, Any]], *, model: M
         )
     except TimeoutError:
         raise AqvenError("the chat agent took too long", code="CHAT_TIMEOUT", http_status=504) from None
-    except NotFoundError:
-        raise
     except AqvenError:
         raise
     except Exception as exc:  # a provider or model failure: say what happened, never a traceback
+        log.warning("the chat agent failed", exc_info=exc)
         raise AqvenError(
             f"the chat agent failed: {type(exc).__name__}: {str(exc)[:300]}",
             code="CHAT_FAILED",
             hint="see the responder shown in the chat panel",
             http_status=502,
         ) from None
-    calls = [
-        {"name": p.tool_name, "args": p.args_as_dict()}
-        for m in result.new_messages()
-        if isinstance(m, ModelResponse)
+    new = result.new_messages()
+    errors: dict[str, Any] = {
+        p.tool_call_id: _dict(p.content).get("error")
+        for m in new
+        if isinstance(m, ModelRequest)
         for p in m.parts
-        if isinstance(p, ToolCallPart)
-    ]
+        if isinstance(p, ToolReturnPart) and is_tool_error(p.content)
+    }
+    calls: list[dict[str, Any]] = []
+    for m in new:
+        for p in m.parts if isinstance(m, ModelResponse) else ():
+            if isinstance(p, ToolCallPart):
+                call: dict[str, Any] = {"name": p.tool_name, "args": p.args_as_dict()}
+                if p.tool_call_id in errors:
+                    call["error"] = errors[p.tool_call_id]  # the tool answered an error with this code
+                calls.append(call)
     usage = result.usage
     return {
         "reply": result.output,

@@ -12,9 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from aqven.errors import NotFoundError
-from aqven.research.holdout import HELD_OUT_RUN_SQL
 from aqven.server.deps import service_of
+from aqven.server.operations import runs
+from aqven.server.operations.models import NodeOut
 from aqven.server.service import ProjectService
 from aqven.store.records import RunRecord, TraceEvent
 
@@ -39,17 +39,6 @@ class RunStartBody(BaseModel):
     wait_seconds: float = Field(120.0, ge=0, le=600)
 
 
-class NodeView(BaseModel):
-    run_id: str
-    node_id: str
-    status: str
-    inputs: Any = None
-    output: Any = None
-    error: dict[str, Any] | None = None
-    model_calls: list[dict[str, Any]] = []
-    events: list[TraceEvent]
-
-
 class HumanAnswerBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     answer: Any
@@ -60,11 +49,7 @@ async def start_run(body: RunStartBody, svc: ProjectService = Depends(service_of
     payload = body.model_dump(exclude={"wait", "wait_seconds"}, exclude_unset=True)
     if "input" in body.model_fields_set or body.input is not None:
         payload["input"] = body.input
-    request = svc.build_request(payload)
-    run_id = svc.start_run(request)
-    if body.wait:
-        return await svc.wait_run(run_id, body.wait_seconds)
-    return svc.runs.get(run_id)
+    return await runs.start(svc, payload, body.wait_seconds if body.wait else 0)
 
 
 @router.get("")
@@ -79,21 +64,16 @@ def list_runs(
 ) -> list[RunRecord]:
     """Runs newest first, without the runs that ran on the held-out side: their number is in the X-Hidden-Holdout-Runs
     header (offset and limit count the listed runs)."""
-    runs, hidden = svc.runs.list_runs_except(
-        HELD_OUT_RUN_SQL, flow_id=flow_id, status=status, series_id=series_id, limit=limit, offset=offset
-    )
-    response.headers[HIDDEN_HEADER] = str(hidden)
-    return runs
+    out = runs.list_runs(svc, flow_id=flow_id, status=status, series_id=series_id, limit=limit, offset=offset)
+    response.headers[HIDDEN_HEADER] = str(out.hidden_holdout_runs)
+    return out.runs
 
 
 @router.get("/{run_id}")
 async def get_run(
     run_id: str, wait_seconds: float = Query(0, ge=0, le=50), svc: ProjectService = Depends(service_of)
 ) -> RunRecord:
-    record = svc.visible_run(run_id)  # refused before any wait
-    if wait_seconds > 0:
-        return await svc.wait_run(run_id, wait_seconds)
-    return record
+    return await runs.get(svc, run_id, wait_seconds)
 
 
 @router.get("/{run_id}/events")
@@ -103,39 +83,16 @@ def run_events(
     limit: int = Query(1000, ge=1, le=5000),
     svc: ProjectService = Depends(service_of),
 ) -> list[TraceEvent]:
-    svc.visible_run(run_id)
-    return svc.runs.events(run_id, after=after, limit=limit)
+    return runs.events(svc, run_id, after=after, limit=limit)
 
 
 @router.get("/{run_id}/nodes/{node_id:path}")
-def run_node(run_id: str, node_id: str, svc: ProjectService = Depends(service_of)) -> NodeView:
-    svc.visible_run(run_id)
-    events = svc.runs.node_events(run_id, node_id)
-    if not events:
-        raise NotFoundError(
-            f"run {run_id} has no node {node_id!r}",
-            code="NODE_NOT_FOUND",
-            hint="node ids of called flows are written call_node/inner_node",
-        )
-    view = NodeView(run_id=run_id, node_id=node_id, status="running", events=events)
-    for e in events:
-        if e.kind == "node_start":
-            view.inputs = e.data.get("inputs")
-        elif e.kind == "node_end":
-            view.status, view.output = "done", e.data.get("output")
-        elif e.kind == "node_error":
-            view.status, view.error = "failed", e.data
-        elif e.kind == "human_wait" and view.status == "running":
-            view.status = "waiting_human"
-        elif e.kind in ("model_response", "model_error"):
-            view.model_calls.append({"kind": e.kind, **e.data})
-    return view
+def run_node(run_id: str, node_id: str, svc: ProjectService = Depends(service_of)) -> NodeOut:
+    return runs.node(svc, run_id, node_id)
 
 
 @router.post("/{run_id}/human/{node_id:path}")
 async def answer_human(
     run_id: str, node_id: str, body: HumanAnswerBody = Body(...), svc: ProjectService = Depends(service_of)
 ) -> RunRecord:
-    svc.visible_run(run_id)  # its answer would show the run: a held-out one is answered in Studio
-    svc.answer_human(run_id, node_id, body.answer)
-    return svc.runs.get(run_id)
+    return runs.answer_human(svc, run_id, node_id, body.answer)

@@ -33,6 +33,7 @@ from aqven.research.holdout import HELD_OUT_RUN_SQL, run_held_out
 from aqven.research.series.view import is_sealed, snapshot
 from aqven.server import chat
 from aqven.server.deps import service_of
+from aqven.server.operations import project, research
 from aqven.server.service import ProjectService
 from aqven.store.series_records import ENDED
 from aqven.store.series_tally import finished_costs
@@ -90,8 +91,6 @@ def status(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
 @router.get("/api/studio/overview")
 def overview(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
     """The project and counts that link into every page (`aqven check` is GET /api/check, slower, read apart)."""
-    from aqven.server.routes_project import get_project
-
     db = svc.db
     runs = {r["status"]: r["n"] for r in db.query("SELECT status, COUNT(*) AS n FROM runs GROUP BY status")}
     simulated_runs = db.query_one("SELECT COUNT(*) AS n FROM runs WHERE simulated=1")
@@ -103,7 +102,7 @@ def overview(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
     paused = svc.series.list_series(limit=200)
     findings = read_findings(svc.root)
     return {
-        "project": get_project(svc),
+        "project": project.project_info(svc).model_dump(mode="json"),
         "simulate": simulate_enabled(svc.root),
         "runs": {
             "by_status": runs,
@@ -403,10 +402,8 @@ def spend_curve(done: list[tuple[str, str | None]], created_at: str) -> list[dic
 def _experiment_brief(svc: ProjectService, experiment_id: str | None) -> dict[str, Any] | None:
     if experiment_id is None:
         return None
-    from aqven.server.routes_research import _experiment_json
-
     try:
-        e = _experiment_json(svc, experiment_id)
+        e = research.experiment(svc, experiment_id).model_dump(mode="json")
     except AqvenError:
         return None
     return {k: e[k] for k in ("id", "failure_mode", "description", "caption", "variants", "question", "subject")}

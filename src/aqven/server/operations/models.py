@@ -1,26 +1,53 @@
-"""The typed outputs of the MCP tools: the same shapes as the REST API, as JSON schemas an MCP client sees.
+"""The typed answers of the application layer: one model per thing, for the REST API, the MCP tools and the chat.
 
-Every model allows extra keys, so a field the REST API adds later passes through instead of breaking a client
-that validates results against the published output schema.
+Every model here is `Open`: it allows extra keys, so a field the code adds later passes through instead of
+breaking a client that validates results against the published output schema, and it dumps the fields that
+were set, so an answer has the keys the code gave it (a field left unset is not sent as null). Records the
+store keeps (`RunRecord`, `TraceEvent`), a dataset's `Case` and a `Diagnostic` are used as they are.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from aqven.project.diagnostics import Diagnostic
+from aqven.project.schema import Case
 from aqven.store.records import RunRecord, TraceEvent
 
 SeriesStatus = Literal["running", "awaiting_approval", "waiting_human", "done", "cancelled", "failed"]
 
 
 class Open(BaseModel):
+    """A model that allows extra keys and dumps only the fields that were set (and the extra ones)."""
+
     model_config = ConfigDict(extra="allow")
+
+    @model_serializer(mode="wrap")
+    def _set_fields_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        keep = self.model_fields_set | set(self.__pydantic_extra__ or {})
+        return {k: v for k, v in data.items() if k in keep}
 
 
 # ---- the project ----------------------------------------------------------------------------------------------
+
+
+class ProjectOut(Open):
+    """The project (GET /api/project): its name, the project cap and how it was confirmed, its files' ids."""
+
+    root: str
+    package: str | None = None
+    name: str | None = None
+    description: str | None = None
+    spend_cap_usd: str
+    spend_cap_source: str
+    project_cap_confirmed_at: str | None = None
+    project_cap_confirmed_by: str | None = Field(default=None, description="the channel that confirmed it")
+    flows: list[str]
+    agents: list[str]
+    datasets: list[str]
 
 
 class CheckOut(Open):
@@ -67,24 +94,28 @@ class DatasetsOut(Open):
     datasets: list[DatasetItem]
 
 
-class CaseOut(Open):
-    name: str
-    input: Any = None
-    context: dict[str, Any] = Field(default_factory=dict)
-    node_outputs: dict[str, Any] = Field(default_factory=dict)
-    expected_output: Any = None
-    tags: list[str] = Field(default_factory=list)
-
-
 class DatasetOut(Open):
     """A dataset's working (dev) cases one by one; held-out cases are only counted (GET /api/datasets/{id})."""
 
     id: str
     description: str | None = None
-    cases: list[CaseOut]
+    cases: list[Case]
     dev: int
     holdout: int
     hidden_cases: int
+
+
+class AgentItem(Open):
+    id: str
+    model: str
+    description: str | None = None
+    output_mode: str | None = None
+    simulator: Any = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentsOut(Open):
+    agents: list[AgentItem]
 
 
 class VariantItem(Open):
@@ -135,6 +166,10 @@ class ExperimentsOut(Open):
 class FindingItem(Open):
     file: str
     intact: bool
+    verifies: bool | None = Field(
+        default=None, description="its verdict recomputes from the stored series and its seal holds"
+    )
+    problem: str | None = None
     experiment_id: str | None = None
     series_id: str | None = None
     verdict: str | None = None
@@ -143,6 +178,7 @@ class FindingItem(Open):
 
 class FindingsOut(Open):
     findings: list[FindingItem]
+    findings_md: str | None = Field(default=None, description="FINDINGS.md (GET /api/findings only)")
 
 
 class FindingsMdOut(Open):
@@ -168,7 +204,7 @@ class Progress(Open):
     infra_errors: int
     reruns: int = 0
     held_out_attempts: int | None = Field(
-        None, description="a look that ran held-out cases: how many attempts were on them (not in the numbers)"
+        default=None, description="a look that ran held-out cases: how many attempts were on them (not in the numbers)"
     )
 
 
@@ -195,7 +231,9 @@ class Recommended(Open):
     repeats: int
     reason: str
     text: str = Field(description="advice to pass on to the user, not a requirement")
-    by: str | None = Field(None, description="half_width, or zero_failure_floor when the floor needs more cases")
+    by: str | None = Field(
+        default=None, description="half_width, or zero_failure_floor when the floor needs more cases"
+    )
 
 
 class PlanPower(Open):
@@ -227,16 +265,18 @@ class LaunchPlan(Open):
     margin: float | None = None
     recommended: Recommended | None = None
     below_recommended: bool | None = None
-    level: float | None = Field(None, description="the level the verdict decides at: 1 − 0.05/comparisons")
+    level: float | None = Field(default=None, description="the level the verdict decides at: 1 − 0.05/comparisons")
     comparisons: int | None = None
-    planning: str | None = Field(None, description='"defaults", or "from series ser_…" (a dev series, same inputs)')
+    planning: str | None = Field(
+        default=None, description='"defaults", or "from series ser_…" (a dev series, same inputs)'
+    )
     planning_rate: float | None = None
     planning_rho: float | None = None
     planning_series: dict[str, Any] | None = None
     power: PlanPower | None = None
     zero_failure_floor: ZeroFailureFloor | None = None
     earlier_reads: dict[str, Any] | None = Field(
-        None,
+        default=None,
         description="on holdout: how many of these cases earlier held-out series of the experiment read "
         "(earlier_series, read_cases, cases, text); pass text on",
     )
@@ -289,7 +329,7 @@ class Verdict(Open):
     below_mde: bool = False
     provisional: bool = False
     judge_corrected_by: str | None = Field(
-        None, description="the judge-agreement finding whose sensitivity and specificity corrected this verdict"
+        default=None, description="the judge-agreement finding whose sensitivity and specificity corrected this verdict"
     )
 
 
@@ -339,9 +379,9 @@ class SeriesOut(Open):
     plan: dict[str, Any]
     launch_plan: LaunchPlan | dict[str, Any]
     as_of: float
-    seed: int | None = Field(None, description="the simulators' seed the series drew at its start")
+    seed: int | None = Field(default=None, description="the simulators' seed the series drew at its start")
     coarse: dict[str, Any] | None = Field(
-        None,
+        default=None,
         description="a running held-out series: its matrix and verdict are as of as_of_done finished attempts "
         "(they move every `step` attempts only)",
     )
@@ -352,13 +392,20 @@ class SeriesOut(Open):
 # ---- runs -----------------------------------------------------------------------------------------------------
 
 
+class RunsOut(Open):
+    """Runs newest first; runs of held-out cases are not listed, only counted."""
+
+    runs: list[RunRecord]
+    hidden_holdout_runs: int = Field(description="runs the filters match that ran held-out cases (not listed)")
+
+
 class RunEventsOut(Open):
     run_id: str
     events: list[TraceEvent]
     first_failed_node: str | None = Field(
-        None, description="the first node with a node_error event (null when no node failed)"
+        default=None, description="the first node with a node_error event (null when no node failed)"
     )
-    next_after: int | None = Field(None, description="pass as `after` to read on; null when nothing more")
+    next_after: int | None = Field(default=None, description="pass as `after` to read on; null when nothing more")
 
 
 class NodeOut(Open):
@@ -375,6 +422,9 @@ class NodeOut(Open):
 
 
 __all__ = [
+    "AgentItem",
+    "AgentsOut",
+    "Case",
     "CheckOut",
     "DatasetOut",
     "DatasetsOut",
@@ -385,8 +435,11 @@ __all__ = [
     "FlowOut",
     "FlowsOut",
     "NodeOut",
+    "ProjectOut",
     "RunEventsOut",
     "RunRecord",
+    "RunsOut",
+    "SeriesItem",
     "SeriesListOut",
     "SeriesOut",
     "SeriesStartOut",
