@@ -193,6 +193,8 @@ def release(root: Path) -> None:
 
 def serve(root: Path, port: int = 0) -> None:
     """Run the project server in this process until interrupted."""
+    # Imported here, not for a cycle (nothing under app imports this module) but so that every `aqven` command,
+    # which imports this module to find its server, does not load the web stack it will not run.
     import uvicorn
 
     from aqven.server.app import create_app
