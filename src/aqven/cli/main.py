@@ -71,12 +71,20 @@ def init(
 @app.command()
 def check(
     as_json: Annotated[bool, typer.Option("--json", help="print diagnostics as JSON")] = False,
+    github: Annotated[
+        bool, typer.Option("--github", help="also print each diagnostic as a GitHub Actions annotation")
+    ] = False,
     root: RootOpt = None,
 ) -> None:
     """Validate the project's files; exit 1 on errors."""
+    from aqven.cli.gate import github_annotation
     from aqven.research.experiments.workspace import check_workspace
 
-    _ws, diagnostics = check_workspace(project_root(root))
+    where = project_root(root)
+    _ws, diagnostics = check_workspace(where)
+    if github:
+        for d in diagnostics:
+            print(github_annotation(d, where))
     errors = sum(d.severity == "error" for d in diagnostics)
     if as_json:
         print(
@@ -166,10 +174,24 @@ def series(
         int | None, typer.Option(help="the simulators' seed, to replay a series on purpose (drawn when left out)")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the final state as one JSON line")] = False,
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            help="CI gate: exit 5 when the done series' verdict is one of these "
+            "(e.g. refuted,inconclusive,invalid; a dev signal counts as the verdict it would be)"
+        ),
+    ] = None,
+    junit: Annotated[Path | None, typer.Option(help="write a JUnit XML report of the series to this file")] = None,
+    summary: Annotated[
+        Path | None,
+        typer.Option(help="write a Markdown summary to this file (also appended to $GITHUB_STEP_SUMMARY when set)"),
+    ] = None,
     root: RootOpt = None,
 ) -> None:
-    """Run EXPERIMENT as a series and print its verdict (exit 0 done, 1 cancelled/failed, 3 approval, 4 person)."""
-    from aqven.cli.series_cmd import start_and_follow
+    """Run EXPERIMENT as a series and print its verdict (exit 0 done, 1 cancelled/failed, 3 approval, 4 person,
+    5 a verdict --fail-on lists)."""
+    from aqven.cli.gate import parse_fail_on
+    from aqven.cli.series_cmd import Gate, start_and_follow
     from aqven.server.client import Client
 
     if on not in ("dev", "holdout"):
@@ -191,7 +213,11 @@ def series(
         if value is not None:
             body[key] = value
     try:
-        code = start_and_follow(Client(project_root(root)), body, as_json=as_json)
+        gate = Gate(fail_on=parse_fail_on(fail_on), junit=junit, summary=summary)
+    except AqvenError as err:
+        fail(err)
+    try:
+        code = start_and_follow(Client(project_root(root)), body, as_json=as_json, gate=gate)
     except AqvenError as err:
         _show_problems(err)
         fail(err, 1)

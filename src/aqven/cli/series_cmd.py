@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from aqven.cli.gate import exit_code, gate_hit, write_reports
 from aqven.cli.render import console, err_console, money
 from aqven.cli.studio_cmd import studio_link
 from aqven.server.client import Client
@@ -121,7 +125,33 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
     return lines
 
 
-def start_and_follow(client: Client, body: dict[str, Any], *, as_json: bool) -> int:
+@dataclass(frozen=True)
+class Gate:
+    """What `aqven series` does for CI: the verdicts that fail it, and the reports it writes."""
+
+    fail_on: frozenset[str] = field(default_factory=frozenset)
+    junit: Path | None = None
+    summary: Path | None = None
+
+    @property
+    def reports(self) -> bool:
+        return self.junit is not None or self.summary is not None or bool(os.environ.get("GITHUB_STEP_SUMMARY"))
+
+
+def finish(client: Client, state: dict[str, Any], gate: Gate, code: int) -> int:
+    """Apply the gate to a settled series and write its reports (with the dev cases that failed)."""
+    code = exit_code(state, gate.fail_on, code)
+    if gate.reports:
+        full = client.get(f"/api/series/{state['series_id']}", include_cases="true")
+        write_reports(full, gate.fail_on, code, junit=gate.junit, summary=gate.summary)
+    hit = gate_hit(state, gate.fail_on)
+    if hit and code != 0:
+        err_console.print(f"gate: the verdict is {hit}, which --fail-on lists: exit {code}", markup=False)
+    return code
+
+
+def start_and_follow(client: Client, body: dict[str, Any], *, as_json: bool, gate: Gate | None = None) -> int:
+    gate = gate or Gate()
     started = client.post("/api/series", body)
     plan = started.get("launch_plan") or {}
     series = started["series"]
@@ -139,8 +169,8 @@ def start_and_follow(client: Client, body: dict[str, Any], *, as_json: bool) -> 
     state = follow(client, series["series_id"], quiet=as_json)
     if as_json:
         print(json.dumps(state))
-        return EXIT_BY_STATUS.get(state["status"], 1)
-    return report(client, state)
+        return finish(client, state, gate, EXIT_BY_STATUS.get(state["status"], 1))
+    return finish(client, state, gate, report(client, state))
 
 
 def print_look(state: dict[str, Any]) -> None:
