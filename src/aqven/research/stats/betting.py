@@ -28,8 +28,10 @@ valid), and ``c_i = min(λ_i·μ̂, C_MAX)``.
 
 **What it costs.** At the edges this is as tight as any valid bound can be: ``n`` cases that all pass
 give ``L ≈ α^{1/n}`` (with ``C_MAX = 0.9``: 0.901 for 40 cases against the floor 0.912). Inside it is
-about ``√(2·ln(1/α))/z ≈ 1.39`` times the width of a normal interval, the price of Markov's inequality;
-`aqven.research.stats.intervals` therefore uses it only as a guard (the union with its own interval).
+about ``√(2·ln(1/α))/z ≈ 1.39`` times the width of a normal interval, the price of Markov's inequality.
+So the fixed-size intervals of `aqven.research.stats.intervals` are guarded by Gaffke's narrower bound
+(`aqven.research.stats.gaffke`) instead, and this module serves the confidence sequence of ``stop_early`` series
+(`sequence_interval_batch`), where Ville's inequality makes the same bets valid at every look.
 
 Rows are series, columns cases (a mask says which columns a row has), so simulations run the very
 arithmetic a series runs.

@@ -52,7 +52,7 @@ import scipy.special
 import scipy.stats
 from numpy.typing import NDArray
 
-from aqven.research.stats.betting import betting_interval_batch
+from aqven.research.stats.gaffke import gaffke_interval_batch
 
 __all__ = [
     "Z95",
@@ -125,12 +125,13 @@ def one_rate_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, F
     Returns ``(estimate, low, high)``, each of shape (series,); ``nan`` where a row has no data.
     Columns with ``r == 0`` are ignored, so rows may have different numbers of cases.
 
-    The interval is the union of the penalised beta interval (`penalised_beta_batch`) and the
-    distribution-free betting interval on the per-case means (`aqven.research.stats.betting`), on both bounds.
-    The union of two valid intervals is valid; the betting one holds for every population of cases, and
-    the penalised one is the narrower where the cases behave (a penalised bound alone lies above the
-    truth when a few hard cases hide among easy ones with scattered failures, and below it when a few
-    cases that pass less often than the rest happen to be drawn). With one pass-or-fail attempt per case
+    The interval is the union of the penalised beta interval (`penalised_beta_batch`) and Gaffke's
+    distribution-free interval on the per-case means (`aqven.research.stats.gaffke`), on both bounds.
+    The union of two valid intervals is valid; Gaffke's is meant to hold for every population of cases
+    (a conjecture, checked numerically: see that module), and the penalised one is the narrower where
+    the cases behave (a penalised bound alone lies above the truth when a few hard cases hide among easy
+    ones with scattered failures, and below it when a few cases that pass less often than the rest
+    happen to be drawn). With one pass-or-fail attempt per case
     the penalised interval is Clopper–Pearson's, exact for every population, and stands alone.
     """
     y = np.asarray(y, dtype=np.float64)
@@ -150,11 +151,11 @@ def _one_binary_attempt_each(y: Floats, r: Floats) -> NDArray[np.bool_]:
 
 
 def _case_mean_guard(y: Floats, r: Floats, alpha: float) -> tuple[Floats, Floats]:
-    """The betting interval of the mean of per-case means ``y_i/r_i`` over the cases with ``r_i > 0``."""
+    """Gaffke's interval of the mean of per-case means ``y_i/r_i`` over the cases with ``r_i > 0``."""
     valid = r > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.where(valid, y / np.where(valid, r, 1.0), 0.0)
-    return betting_interval_batch(x, valid, alpha)
+    return gaffke_interval_batch(x, valid, alpha)
 
 
 def penalised_beta_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, Floats, Floats]:
@@ -256,8 +257,8 @@ def paired_difference(a: Cells, b: Cells, level: float = 0.95) -> Interval:
     the long-tail side moves outward by ``σ·max(s, 0)`` (low) or ``σ·max(−s, 0)`` (high): see
     `_difference_skew_widening`. The other bound stays, so the interval is never narrower than above.
 
-    Last, both bounds are joined with the distribution-free betting interval of the mean per-case
-    difference ``m_B − m_A`` (`aqven.research.stats.betting`), as `one_rate` does: valid whatever the cases.
+    Last, both bounds are joined with Gaffke's distribution-free interval of the mean per-case
+    difference ``m_B − m_A`` (`aqven.research.stats.gaffke`), as `one_rate` does: valid whatever the cases.
 
     ``n_cases`` counts the paired cases, ``n_attempts`` the counted attempts of both variants on them.
     Raises `NoData` when no case has counted attempts in both.
@@ -270,7 +271,7 @@ def paired_difference_batch(
 ) -> tuple[Floats, Floats, Floats]:
     """`paired_difference` over many series at once (shape (series, cases)); ``nan`` rows without data.
 
-    The union of the square-and-add interval (`square_and_add_batch`) and the distribution-free betting
+    The union of the square-and-add interval (`square_and_add_batch`) and Gaffke's distribution-free
     interval of the mean per-case difference, on both bounds: a variant can break a few cases or mend a
     few, so either tail may hold cases the sample missed.
     """
@@ -307,10 +308,10 @@ def square_and_add_batch(
 def _difference_guard(
     ya: Floats, ra: Floats, yb: Floats, rb: Floats, both: NDArray[np.bool_], alpha: float
 ) -> tuple[Floats, Floats]:
-    """The betting interval of the mean per-case difference ``m_B − m_A ∈ [−1, 1]`` (mapped to [0, 1])."""
+    """Gaffke's interval of the mean per-case difference ``m_B − m_A ∈ [−1, 1]`` (mapped to [0, 1])."""
     with np.errstate(divide="ignore", invalid="ignore"):
         diff = np.where(both, yb / np.where(both, rb, 1.0) - ya / np.where(both, ra, 1.0), 0.0)
-    low, high = betting_interval_batch((1.0 + diff) / 2, both, alpha)
+    low, high = gaffke_interval_batch((1.0 + diff) / 2, both, alpha)
     return 2 * low - 1, 2 * high - 1
 
 
