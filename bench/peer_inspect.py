@@ -12,7 +12,9 @@ What each side does (printed with the figures):
   (20 input, 5 output tokens, as AQVEN's simulator reports): without a usage mockllm counts tokens with tiktoken,
   which downloads its encoding from the network (not reachable here). Inspect runs max_samples=8 at once
   (max_connections=8) and writes one eval log (the default `.eval` format: every sample's messages, events
-  transcript and score) into bench/out/inspect-logs.
+  transcript and score) into bench/out/inspect-logs-<mode>. It runs twice: with Inspect's defaults
+  (`log_realtime` on, which also writes every sample's events to a SQLite buffer while the eval runs) and
+  with `log_realtime=False` (the `.eval` log is complete either way); both ratios are printed.
 * AQVEN: the experiment series of bench/perf_common.py's tiny project: N attempts (cases × 20 repeats) of a
   one-node flow whose llm node runs through pydantic-ai (an Agent with a tool-mode structured output, validated)
   on the project's simulator wrapped as a FunctionModel (latency scaled to 0), one built-in `contains` check,
@@ -52,7 +54,10 @@ from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import includes
 from inspect_ai.solver import generate
 import inspect_ai
-n, log_dir, conc = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+n, log_dir, conc, realtime = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+# "default": Inspect's own default (log_realtime on: every sample's events also go to a SQLite buffer while it
+# runs); "off": log_realtime=False (the .eval log written at the end is just as complete).
+extra = {} if realtime == "default" else {"log_realtime": False}
 task = Task(
     dataset=MemoryDataset([Sample(input=f"question {i}", target="default output") for i in range(n)]),
     solver=generate(),
@@ -68,12 +73,13 @@ def answer(_input, _tools, _tool_choice, _config):
 model = get_model("mockllm/model", custom_outputs=answer)
 t1 = time.perf_counter()
 logs = inspect_eval(task, model=model, log_dir=log_dir, display="none", max_connections=conc,
-                    max_samples=conc, log_level="warning")
+                    max_samples=conc, log_level="warning", **extra)
 t2 = time.perf_counter()
 log = logs[0]
 metrics = {k: v.value for s in (log.results.scores if log.results else []) for k, v in s.metrics.items()}
 files = [os.path.join(log_dir, f) for f in os.listdir(log_dir)]
-print(json.dumps({"version": inspect_ai.__version__, "status": log.status, "samples": log.results.completed_samples
+print(json.dumps({"version": inspect_ai.__version__, "realtime": realtime, "status": log.status,
+                  "samples": log.results.completed_samples
                   if log.results else None, "metrics": metrics, "import_setup_s": t1 - t0, "run_s": t2 - t1,
                   "log_bytes": sum(os.path.getsize(f) for f in files), "log_files": len(files)}))
 """
@@ -151,64 +157,79 @@ def main() -> None:
     n = args.samples
     OUT.mkdir(exist_ok=True)
     py = ensure_inspect(args.inspect_spec)
-    log_dir = OUT / "inspect-logs"
-    shutil.rmtree(log_dir, ignore_errors=True)
-    log_dir.mkdir(parents=True)
     child = OUT / "inspect_child.py"
     child.write_text(INSPECT_CHILD)
-    env = {**os.environ, "INSPECT_DISPLAY": "none", "INSPECT_LOG_DIR": str(log_dir)}
-    print(f"load avg before: {os.getloadavg()[0]:.2f}", flush=True)
-    ins, ins_wall, ins_rss, ins_cpu = run_child([str(py), str(child), str(n), str(log_dir), str(CONCURRENCY)], env)
-    print(f"load avg between: {os.getloadavg()[0]:.2f}", flush=True)
-    aq, aq_wall, aq_rss, aq_cpu = run_child(
+    sides: dict[str, tuple[dict[str, Any], float, float, float]] = {}
+    print(f"load avg before: {_load()}", flush=True)
+    for realtime in ("default", "off"):
+        log_dir = OUT / f"inspect-logs-{realtime}"
+        shutil.rmtree(log_dir, ignore_errors=True)
+        log_dir.mkdir(parents=True)
+        env = {**os.environ, "INSPECT_DISPLAY": "none", "INSPECT_LOG_DIR": str(log_dir)}
+        argv = [str(py), str(child), str(n), str(log_dir), str(CONCURRENCY), realtime]
+        sides[f"inspect_{realtime}"] = run_child(argv, env)
+        if sides[f"inspect_{realtime}"][0]["status"] != "success":
+            raise SystemExit(f"the Inspect eval did not succeed: read the log in {log_dir}")
+        print(f"load avg after Inspect ({realtime}): {_load()}", flush=True)
+    sides["aqven"] = run_child(
         [sys.executable, str(Path(__file__).resolve()), "--aqven-child", str(n), "--root", str(OUT / "peer-aqven")]
     )
-    print(f"load avg after: {os.getloadavg()[0]:.2f}")
+    print(f"load avg after AQVEN: {_load()}")
     print()
+    ins = sides["inspect_default"][0]
+    aq = sides["aqven"][0]
     print(
         f"Inspect AI {ins['version']}: eval() of {n} samples, mockllm/model, generate() + includes(), "
-        f"max_samples={CONCURRENCY}; writes one .eval log ({ins['log_bytes'] / 2**20:.1f} MiB)"
+        f"max_samples={CONCURRENCY}; writes one .eval log; run twice: with its defaults (log_realtime on: "
+        "each sample's events also buffered in SQLite while it runs) and with log_realtime=False"
     )
-    print(f"  status {ins['status']}, completed {ins['samples']}, metrics {ins['metrics']}")
-    if ins["status"] != "success":
-        raise SystemExit(f"the Inspect eval did not succeed: read the log in {log_dir}")
+    for realtime in ("default", "off"):
+        r = sides[f"inspect_{realtime}"][0]
+        print(f"  {realtime}: status {r['status']}, completed {r['samples']}, metrics {r['metrics']}")
     print(
-        f"AQVEN: series of {n} attempts, one llm node via pydantic-ai FunctionModel + one contains check, "
-        f"concurrency {CONCURRENCY}; writes every attempt's run, trace and check to SQLite "
-        f"({aq['db_bytes'] / 2**20:.1f} MiB db+wal)"
-    )
-    print(
-        f"imports + setup before the timed run: Inspect {ins['import_setup_s']:.1f} s, "
-        f"AQVEN {aq['import_setup_s']:.1f} s"
+        f"AQVEN: series of {n} attempts, one llm node + one contains check, concurrency {CONCURRENCY}; writes "
+        f"every attempt's run, trace and check to SQLite ({aq['db_bytes'] / 2**20:.1f} MiB db+wal)"
     )
     print(f"  status {aq['status']}, done {aq['samples']}, pass rate {aq['pass_rate']:.3f}, verdict {aq['verdict']}")
+    print(
+        "imports + setup before the timed run: "
+        + ", ".join(f"{k} {v[0]['import_setup_s']:.1f} s" for k, v in sides.items())
+    )
     print()
     print(
-        f"{'':<10} {'run s':>8} {'process s':>10} {'CPU s':>8} {'peak RSS MiB':>13} {'run/sample ms':>14} "
+        f"{'':<16} {'run s':>8} {'process s':>10} {'CPU s':>8} {'peak RSS MiB':>13} {'run/sample ms':>14} "
         f"{'output MiB':>11}"
     )
-    print(
-        f"{'Inspect':<10} {ins['run_s']:8.1f} {ins_wall:10.1f} {ins_cpu:8.1f} {ins_rss:13.0f} "
-        f"{ins['run_s'] / n * 1000:14.2f} {ins['log_bytes'] / 2**20:11.1f}"
-    )
-    print(
-        f"{'AQVEN':<10} {aq['run_s']:8.1f} {aq_wall:10.1f} {aq_cpu:8.1f} {aq_rss:13.0f} "
-        f"{aq['run_s'] / n * 1000:14.2f} {aq['db_bytes'] / 2**20:11.1f}"
-    )
-    print(
-        f"{'AQVEN/Insp':<10} {aq['run_s'] / ins['run_s']:8.2f} {aq_wall / ins_wall:10.2f} {aq_cpu / ins_cpu:8.2f} "
-        f"{aq_rss / ins_rss:13.2f}"
-    )
+    for name, (r, wall, rss, cpu) in sides.items():
+        out_mib = (r.get("log_bytes") or r.get("db_bytes") or 0) / 2**20
+        print(
+            f"{name:<16} {r['run_s']:8.1f} {wall:10.1f} {cpu:8.1f} {rss:13.0f} {r['run_s'] / n * 1000:14.2f} "
+            f"{out_mib:11.1f}"
+        )
+    _aq, aq_wall, aq_rss, aq_cpu = sides["aqven"]
+    for realtime in ("default", "off"):
+        r, wall, rss, cpu = sides[f"inspect_{realtime}"]
+        label = f"AQVEN/Insp-{realtime}"
+        print(
+            f"{label:<16} {aq['run_s'] / r['run_s']:8.2f} {aq_wall / wall:10.2f} {aq_cpu / cpu:8.2f} "
+            f"{aq_rss / rss:13.2f}"
+        )
     (OUT / "peer_inspect.json").write_text(
         json.dumps(
             {
                 "n": n,
-                "inspect": {**ins, "process_s": ins_wall, "rss_mib": ins_rss, "cpu_s": ins_cpu},
-                "aqven": {**aq, "process_s": aq_wall, "rss_mib": aq_rss, "cpu_s": aq_cpu},
+                **{
+                    name: {**r, "process_s": wall, "rss_mib": rss, "cpu_s": cpu}
+                    for name, (r, wall, rss, cpu) in sides.items()
+                },
             },
             indent=1,
         )
     )
+
+
+def _load() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":
