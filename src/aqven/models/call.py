@@ -1,19 +1,24 @@
 """The one entry point the engine uses for a model call: `call_model(ModelCall) -> CallResult`.
 
-A pydantic-ai `Agent` is built per call around a cached model (or, in simulated mode, a `FunctionModel`
-that asks the project's simulator), with the agent's output mode, output retries and settings. The SDK
+The model is a cached pydantic-ai model (or, in simulated mode, a `FunctionModel` that asks the project's
+simulator). A call of an llm node is one structured request/response exchange (with output retries), so it
+runs on the lean path (`aqven.models.lean`: request parameters built once per agent and output type,
+`pydantic_ai.direct.model_request`, the same parsing and validation); ``path="agent"`` (or
+``AQVEN_CALL_PATH=agent``) runs it through a pydantic-ai `Agent` instead, which is what a call needing the
+agent loop (tool use) would use. Both give the same outcomes (tests/models/test_models_lean.py). The SDK
 never retries (``max_retries=0``): the engine owns retry policy. A failed call raises `ModelCallError`,
 classified per DESIGN §5 (see `aqven.models.classify`), with the tokens and cost it used before failing.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai import Agent, capture_run_messages
 from pydantic_ai.messages import ModelMessage, ModelResponse
@@ -22,6 +27,7 @@ from pydantic_ai.settings import ModelSettings
 
 from aqven.models import wire
 from aqven.models.classify import Failure, classify, retry_events
+from aqven.models.lean import lean_plan, run_lean
 from aqven.models.outcomes import CODE_ERROR, CostSource, ModelCallError, redact_value, secret_values
 from aqven.models.outputs import OutputPlan, plan_output
 from aqven.models.pricing import Price, price_call
@@ -31,6 +37,8 @@ from aqven.project.local import sim_latency_scale
 from aqven.project.schema import AgentSpec
 
 EventSink = Callable[[str, dict[str, Any]], None]
+CallPath = Literal["lean", "agent"]
+PATH_VAR = "AQVEN_CALL_PATH"
 
 
 @dataclass(frozen=True)
@@ -143,7 +151,32 @@ def _build(call: ModelCall, plan: OutputPlan) -> Model:
     return simulated_model(ctx, simulator)
 
 
-async def call_model(call: ModelCall, on_event: EventSink | None = None) -> CallResult:
+def default_path() -> CallPath:
+    """``lean`` unless ``AQVEN_CALL_PATH=agent``."""
+    return "agent" if os.environ.get(PATH_VAR, "").strip().lower() == "agent" else "lean"
+
+
+async def _run_agent(model: Model, plan: OutputPlan, call: ModelCall, messages: list[ModelMessage]) -> Any:
+    """The call through a pydantic-ai `Agent` (built per call); `messages` receives the run's history."""
+    agent = call.agent
+    runner: Agent[None, Any] = Agent(
+        model,
+        output_type=plan.output_type(agent.output_mode),
+        instructions=agent.system_prompt or None,
+        retries={"output": agent.output_retries},
+        model_settings=model_settings(agent),
+        name=agent.id or None,
+    )
+    runner.output_validator(plan.check)
+    with capture_run_messages() as captured:
+        try:
+            result = await runner.run(call.prompt)
+        finally:
+            messages.extend(captured)
+    return result.output
+
+
+async def call_model(call: ModelCall, on_event: EventSink | None = None, path: CallPath | None = None) -> CallResult:
     """Run one model call. Raises `ModelCallError` (never with a key in it) when it ends without an output.
 
     `on_event("output_retry", payload)` is called once per output-validation retry, in order, after the
@@ -156,29 +189,24 @@ async def call_model(call: ModelCall, on_event: EventSink | None = None) -> Call
     except ValueError as exc:
         raise ModelCallError(CODE_ERROR, f"node {call.node_id!r}: {exc}", secrets=secrets) from None
     model = _build(call, plan)  # PROVIDER_KEY_MISSING / SIMULATOR_MISSING / CODE_ERROR before any request
-    runner: Agent[None, Any] = Agent(
-        model,
-        output_type=plan.output_type(agent.output_mode),
-        instructions=agent.system_prompt or None,
-        retries={"output": agent.output_retries},
-        model_settings=model_settings(agent),
-        name=agent.id or None,
-    )
-    runner.output_validator(plan.check)
-
+    chosen = path or default_path()
     state = wire.WireState(stall_timeout_s=agent.settings.stall_timeout_s)
     token = wire.CURRENT.set(state)
     started = time.perf_counter()
     failure: Failure | None = None
     output: Any = None
-    with capture_run_messages() as messages:
-        try:
-            result = await runner.run(call.prompt)
-            output = plan.unwrap(result.output)
-        except Exception as exc:  # classified below, outside this block, so no chained exception holds a key
-            failure = classify(exc, state=state, agent=agent, messages=messages, simulated=call.simulate)
-        finally:
-            wire.CURRENT.reset(token)
+    messages: list[ModelMessage] = []
+    try:
+        if chosen == "lean":
+            lean = lean_plan(plan, agent.output_mode, agent.system_prompt or None)
+            raw = await run_lean(model, lean, plan, call.prompt, model_settings(agent), agent.output_retries, messages)
+        else:
+            raw = await _run_agent(model, plan, call, messages)
+        output = plan.unwrap(raw)
+    except Exception as exc:  # classified here, outside the run, so no chained exception holds a key
+        failure = classify(exc, state=state, agent=agent, messages=messages, simulated=call.simulate)
+    finally:
+        wire.CURRENT.reset(token)
     latency_ms = (time.perf_counter() - started) * 1000.0
 
     usage = _usage(messages)
