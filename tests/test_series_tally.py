@@ -151,6 +151,7 @@ def test_a_version_2_database_gains_the_tally_index(tmp_path: Path) -> None:
         ):
             cur.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         cur.execute("DROP TABLE approvals")
+        cur.execute("DROP INDEX attempts_run")
         cur.execute("DELETE FROM schema_version WHERE version>=3")
     db.close()
     again = Database(path)

@@ -31,7 +31,7 @@ from aqven.research.findings.records import is_intact, read_findings, read_findi
 from aqven.research.findings.verify import Verifier
 from aqven.research.holdout import HELD_OUT_RUN_SQL, run_held_out
 from aqven.research.series.view import is_sealed, snapshot
-from aqven.server import chat
+from aqven.server import chat, studio_views
 from aqven.server.deps import service_of
 from aqven.server.operations import project, research
 from aqven.server.service import ProjectService
@@ -122,9 +122,15 @@ def overview(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
 # ---- runs ----
 
 
+#: A run's outcome as a person reads it: its attempt's (pass, fail: a check failed) or, by hand, the run's own.
+OUTCOME_SQL = (
+    "COALESCE((SELECT a.outcome FROM attempts a WHERE a.series_id = runs.series_id AND a.run_id = runs.id),"
+    " runs.outcome)"
+)
 RUN_COLUMNS = (
     "id, flow_id, status, created_at, started_at, ended_at, outcome, error_code, input_tokens, output_tokens,"
-    " cost_usd, unpriced_calls, model_calls, simulated, series_id, case_name, dataset_id, side"
+    " cost_usd, unpriced_calls, model_calls, simulated, series_id, case_name, dataset_id, side,"
+    f" {OUTCOME_SQL} AS attempt_outcome"
 )
 
 
@@ -135,6 +141,7 @@ def runs_page(
     series_id: str | None = None,
     case: str | None = None,
     source: str | None = Query(None, pattern="^(series|hand)$"),
+    outcome: str | None = Query(None, pattern="^(pass|fail|model_failure|infra|ok)$"),
     page: int = Query(1, ge=1, le=MAX_PAGE),
     per_page: int = Query(50, ge=1, le=200),
     svc: ProjectService = Depends(service_of),
@@ -149,6 +156,9 @@ def runs_page(
     if case:
         clauses.append("case_name LIKE ?")
         params.append(f"%{case}%")
+    if outcome:
+        clauses.append(f"{OUTCOME_SQL} = ?")
+        params.append(outcome)
     if source == "series":
         clauses.append("series_id IS NOT NULL")
     elif source == "hand":
@@ -182,6 +192,7 @@ def runs_page(
         "held_out_hidden": 0 if case else hidden,  # a search by case name does not count them either
         "flows": sorted(svc.project().flows),
         "statuses": ["queued", "running", "waiting_human", "done", "failed"],
+        "outcomes": ["pass", "fail", "model_failure", "infra", "ok"],
     }
 
 
@@ -533,6 +544,9 @@ def series_attempts(
         "per_page": per_page,
         "pages": max(1, -(-total // per_page)),
     }
+
+
+router.include_router(studio_views.router)  # an attempt's checks, the case grid, a diff, distributions
 
 
 # ---- findings ----

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -145,6 +145,10 @@ _MIGRATIONS: dict[int, str] = {
         reason TEXT,
         PRIMARY KEY (series_id, seq)
     );
+    """,
+    # Studio's runs list shows each run's attempt outcome (a check can fail on a run that ended "ok").
+    6: """
+    CREATE INDEX attempts_run ON attempts(series_id, run_id);
     """,
 }
 

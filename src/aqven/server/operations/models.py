@@ -120,6 +120,7 @@ class AgentsOut(Open):
 
 class VariantItem(Open):
     id: str
+    description: str | None = None  # the variant's description in its experiment's YAML
     nodes: dict[str, str] = Field(default_factory=dict)
     value: str = ""
 

@@ -35,6 +35,7 @@ def experiment(svc: ProjectService, exp_id: str) -> ExperimentOut:
                     "id": v.id,
                     "nodes": v.nodes,
                     "value": ", ".join(f"{k}: {val}" for k, val in v.nodes.items()) or "as written",
+                    "description": v.description,
                 }
                 for v in spec.variants
             ],

@@ -1,0 +1,441 @@
+"""Studio's decision reads: an attempt's checks, a series' case grid, the diff of two series, latency and cost.
+
+Plain functions over the project database returning typed models; `routes_studio.py` only registers them.
+Held-out cases stay hidden by the one rule (`research/holdout.py`): an attempt is shown only for a run that
+`visible_run` lets through, the grid and the diff read working (dev) attempts only, and the distributions of a
+held-out series wait until it ended (while it runs its numbers move only at coarse steps, see `series_view`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel
+
+from aqven.errors import AqvenError
+from aqven.research.series.view import is_sealed
+from aqven.server.deps import service_of
+from aqven.server.service import ProjectService
+from aqven.store.series_tally import COUNTED
+
+MAX_GRID_CASES = 500  # a grid page; a working side larger than this pages
+QUOTE = re.compile(r"[\"“]([^\"”]{3,400})[\"”]")  # the text a check quotes from the output it failed
+
+
+class CheckView(BaseModel):
+    """One check's result on one attempt, as the check wrote it."""
+
+    check_id: str
+    passed: bool | None
+    score: float | None
+    reason: str
+    error: dict[str, str] | None = None
+    quotes: list[str]  # passages of the output the reason quotes: Studio highlights them in the reply
+
+
+class AttemptView(BaseModel):
+    """The attempt of a series a run was: what the checks said of it, and what the case expected."""
+
+    series_id: str
+    experiment_id: str | None
+    variant_id: str
+    case_name: str
+    dataset_id: str
+    repeat: int
+    status: str
+    outcome: str | None
+    counted: bool
+    error_code: str | None
+    error_message: str | None
+    checks: list[CheckView]
+    expected_output: Any = None
+
+
+class AttemptOut(BaseModel):
+    attempt: AttemptView | None  # None for a run started by hand
+
+
+def attempt_of_run(svc: ProjectService, run_id: str) -> AttemptOut:
+    """The attempt a run was (HOLDOUT_HIDDEN for a run of a held-out case, like its trace)."""
+    record = svc.visible_run(run_id)
+    if not record.series_id:
+        return AttemptOut(attempt=None)
+    row = svc.db.query_one(
+        "SELECT a.series_id, s.experiment_id, a.variant_id, a.case_name, a.dataset_id, a.rep, a.status, a.outcome,"
+        " a.error_code, a.error_message, a.checks, a.side FROM attempts a JOIN series s ON s.id = a.series_id"
+        " WHERE a.series_id=? AND a.run_id=?",
+        (record.series_id, run_id),
+    )
+    if row is None or row["side"] != "dev":  # a re-run's old run, or (never shown) a held-out attempt
+        return AttemptOut(attempt=None)
+    checks = []
+    for c in _json_list(row["checks"]):
+        reason = str(c.get("reason") or "")
+        checks.append(
+            CheckView(
+                check_id=str(c.get("check_id")),
+                passed=c.get("passed"),
+                score=c.get("score"),
+                reason=reason,
+                error=c.get("error"),
+                quotes=QUOTE.findall(reason) if c.get("passed") is False else [],
+            )
+        )
+    expected = None
+    try:
+        expected = svc.find_case(row["case_name"], row["dataset_id"])[1].expected_output
+    except AqvenError:  # the case left the dataset since: the attempt still shows what its checks said
+        expected = None
+    return AttemptOut(
+        attempt=AttemptView(
+            series_id=row["series_id"],
+            experiment_id=row["experiment_id"],
+            variant_id=row["variant_id"],
+            case_name=row["case_name"],
+            dataset_id=row["dataset_id"],
+            repeat=row["rep"],
+            status=row["status"],
+            outcome=row["outcome"],
+            counted=row["outcome"] in COUNTED,
+            error_code=row["error_code"],
+            error_message=row["error_message"],
+            checks=checks,
+            expected_output=expected,
+        )
+    )
+
+
+def _json_list(raw: str | None) -> list[dict[str, Any]]:
+    if not raw:
+        return []
+    data = json.loads(raw)
+    return [c for c in data if isinstance(c, dict)] if isinstance(data, list) else []
+
+
+# ---- the case grid (dev only) ----
+
+
+class GridCell(BaseModel):
+    attempts: int
+    done: int
+    counted: int
+    passes: float
+    fails: int  # failed checks and model failures
+    failed_checks: list[str]
+    run_ids: list[str]  # the failing attempts' runs first, at most 6
+
+
+class GridRow(BaseModel):
+    case: str
+    failing: bool
+    cells: dict[str, GridCell]
+
+
+class CaseGrid(BaseModel):
+    series_id: str
+    variants: list[str]
+    rows: list[GridRow]
+    total: int  # working cases that match (all, or only those with a failure)
+    failing: int  # working cases with at least one failure
+    held_out_cases: int  # counted, never listed
+    page: int
+    pages: int
+
+
+def _dev_cells(svc: ProjectService, series_id: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """case -> variant -> tally of its working attempts."""
+    rows = svc.db.query(
+        "SELECT case_name, variant_id, status, outcome, value, checks, run_id FROM attempts"
+        " WHERE series_id=? AND side='dev' ORDER BY idx",
+        (series_id,),
+    )
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        cell = out.setdefault(r["case_name"], {}).setdefault(
+            r["variant_id"],
+            {"attempts": 0, "done": 0, "counted": 0, "passes": 0.0, "fails": 0, "failed": set(), "bad": [], "ok": []},
+        )
+        cell["attempts"] += 1
+        if r["status"] == "done":
+            cell["done"] += 1
+        if r["status"] == "done" and r["outcome"] in COUNTED:
+            cell["counted"] += 1
+            cell["passes"] += float(r["value"] or 0.0)
+        if r["outcome"] in ("fail", "model_failure"):
+            cell["fails"] += 1
+            cell["failed"].update(c.get("check_id") for c in _json_list(r["checks"]) if c.get("passed") is False)
+        if r["run_id"]:
+            (cell["bad"] if r["outcome"] not in (None, "pass") else cell["ok"]).append(r["run_id"])
+    return out
+
+
+def case_grid(
+    svc: ProjectService, series_id: str, *, failures_only: bool = False, page: int = 1, per_page: int = 100
+) -> CaseGrid:
+    """Working cases × variants, each cell's tally, failing cases first."""
+    s = svc.series.store.get(series_id)
+    cells = _dev_cells(svc, series_id)
+    dev = [c for c in s.plan.cases if s.plan.sides.get(c) == "dev"]
+    rows = []
+    for case in dev:
+        by_variant = cells.get(case, {})
+        grid = {
+            v: GridCell(
+                attempts=c["attempts"],
+                done=c["done"],
+                counted=c["counted"],
+                passes=round(c["passes"], 6),
+                fails=c["fails"],
+                failed_checks=sorted(x for x in c["failed"] if x),
+                run_ids=(c["bad"] + c["ok"])[:6],
+            )
+            for v, c in by_variant.items()
+        }
+        rows.append(GridRow(case=case, failing=any(c.fails for c in grid.values()), cells=grid))
+    failing = sum(r.failing for r in rows)
+    if failures_only:
+        rows = [r for r in rows if r.failing]
+    rows.sort(key=lambda r: not r.failing)  # stable: failing first, then the plan's order
+    per_page = min(per_page, MAX_GRID_CASES)
+    pages = max(1, -(-len(rows) // per_page))
+    return CaseGrid(
+        series_id=series_id,
+        variants=list(s.plan.variants),
+        rows=rows[(page - 1) * per_page : page * per_page],
+        total=len(rows),
+        failing=failing,
+        held_out_cases=len(s.plan.cases) - len(dev),
+        page=page,
+        pages=pages,
+    )
+
+
+# ---- two series of one experiment, case by case (dev only) ----
+
+Change = Literal["better", "worse", "same", "only_in_a", "only_in_b"]
+
+
+class DiffRow(BaseModel):
+    case: str
+    variant: str
+    a_rate: float | None
+    b_rate: float | None
+    a_counted: int
+    b_counted: int
+    change: Change
+
+
+class SeriesDiff(BaseModel):
+    a: str
+    b: str
+    experiment_id: str | None
+    counts: dict[str, int]
+    rows: list[DiffRow]  # better and worse first
+
+
+def series_diff(svc: ProjectService, a: str, b: str) -> SeriesDiff:
+    """Per working case and variant: the pass rate in series `a` and in series `b`, and which way it moved."""
+    sa, sb = svc.series.store.get(a), svc.series.store.get(b)
+    if sa.experiment_id is None or sa.experiment_id != sb.experiment_id:
+        raise AqvenError(
+            f"series {a} and {b} are not of one experiment",
+            code="SERIES_NOT_COMPARABLE",
+            hint="compare two series of the same experiment (its series are listed on the experiment page)",
+            http_status=422,
+        )
+    ca, cb = _dev_cells(svc, a), _dev_cells(svc, b)
+    rows = []
+    for case in sorted(set(ca) | set(cb)):
+        for v in sorted(set(ca.get(case, {})) | set(cb.get(case, {}))):
+            x, y = ca.get(case, {}).get(v), cb.get(case, {}).get(v)
+            ra = x["passes"] / x["counted"] if x and x["counted"] else None
+            rb = y["passes"] / y["counted"] if y and y["counted"] else None
+            change: Change
+            if ra is None and rb is None:
+                continue
+            if ra is None:
+                change = "only_in_b"
+            elif rb is None:
+                change = "only_in_a"
+            else:
+                change = "better" if rb > ra + 1e-9 else "worse" if rb < ra - 1e-9 else "same"
+            rows.append(
+                DiffRow(
+                    case=case,
+                    variant=v,
+                    a_rate=None if ra is None else round(ra, 6),
+                    b_rate=None if rb is None else round(rb, 6),
+                    a_counted=x["counted"] if x else 0,
+                    b_counted=y["counted"] if y else 0,
+                    change=change,
+                )
+            )
+    order = {"worse": 0, "better": 1, "only_in_a": 2, "only_in_b": 3, "same": 4}
+    rows.sort(key=lambda r: order[r.change])
+    counts = {k: sum(r.change == k for r in rows) for k in order}
+    return SeriesDiff(a=a, b=b, experiment_id=sa.experiment_id, counts=counts, rows=rows)
+
+
+# ---- latency and cost per attempt ----
+
+
+class Spread(BaseModel):
+    n: int
+    p50: float | None
+    p95: float | None
+
+
+class VariantDistribution(BaseModel):
+    variant: str
+    latency_ms: Spread
+    cost_usd: Spread  # dollars as numbers here: a percentile for display, not an amount to add up
+
+
+class Distributions(BaseModel):
+    series_id: str
+    variants: list[VariantDistribution]
+    sealed: bool  # a held-out series still running: shown once it ended
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-quantile by linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def distributions(svc: ProjectService, series_id: str) -> Distributions:
+    s = svc.series.store.get(series_id)
+    if is_sealed(s) and s.ended_at is None:
+        return Distributions(series_id=series_id, variants=[], sealed=True)
+    rows = svc.db.query(
+        "SELECT variant_id, cost_usd, started_at, ended_at FROM attempts WHERE series_id=? AND status='done'",
+        (series_id,),
+    )
+    lat: dict[str, list[float]] = {v: [] for v in s.plan.variants}
+    cost: dict[str, list[float]] = {v: [] for v in s.plan.variants}
+    for r in rows:
+        if r["started_at"] and r["ended_at"]:
+            ms = (datetime.fromisoformat(r["ended_at"]) - datetime.fromisoformat(r["started_at"])).total_seconds()
+            lat.setdefault(r["variant_id"], []).append(ms * 1000)
+        if r["cost_usd"] is not None:
+            cost.setdefault(r["variant_id"], []).append(float(Decimal(r["cost_usd"])))
+
+    def spread(xs: list[float]) -> Spread:
+        return Spread(n=len(xs), p50=percentile(xs, 0.5), p95=percentile(xs, 0.95))
+
+    return Distributions(
+        series_id=series_id,
+        variants=[VariantDistribution(variant=v, latency_ms=spread(lat[v]), cost_usd=spread(cost[v])) for v in lat],
+        sealed=False,
+    )
+
+
+# ---- what finishing a series costs ----
+
+PAUSE_AT = Decimal("0.9")  # the runner pauses once spent + reserves would reach 90% of the cap (series/runner.py)
+
+
+class FinishEstimate(BaseModel):
+    """What the attempts left would cost at the cost per attempt so far, and a cap that lets the series finish."""
+
+    done: int
+    left: int
+    per_attempt_usd: str | None  # money as strings, like everywhere
+    more_usd: str | None
+    total_usd: str | None
+    cap_to_finish_usd: str | None  # covers the total plus the reserves the runner holds for attempts side by side
+
+
+def _cents_up(x: Decimal) -> Decimal:
+    """Round a dollar amount up to two significant digits below $1 and to cents above: a cap a person types."""
+    if x >= 1:
+        return x.quantize(Decimal("0.01"), rounding="ROUND_CEILING")
+    exp = x.adjusted() - 1  # two significant digits
+    return x.scaleb(-exp).to_integral_value(rounding="ROUND_CEILING").scaleb(exp)
+
+
+def finish_estimate(svc: ProjectService, series_id: str) -> FinishEstimate:
+    s = svc.series.store.get(series_id)
+    row = svc.db.query_one(
+        "SELECT COUNT(*) AS n, SUM(status='done') AS d FROM attempts WHERE series_id=?",
+        (series_id,),
+    )
+    total, done = (row["n"] or 0, row["d"] or 0) if row else (0, 0)
+    costs = [
+        Decimal(r["cost_usd"])
+        for r in svc.db.query(
+            "SELECT cost_usd FROM attempts WHERE series_id=? AND status='done' AND cost_usd IS NOT NULL", (series_id,)
+        )
+    ]
+    left = total - done
+    spent = sum(costs, Decimal(0))
+    if not costs or spent <= 0:
+        return FinishEstimate(
+            done=done, left=left, per_attempt_usd=None, more_usd=None, total_usd=None, cap_to_finish_usd=None
+        )
+    per = spent / len(costs)
+    more = per * left
+    # The runner holds the dearest attempt's cost for each attempt side by side; a held-out series that still
+    # runs shows no single attempt's cost, so it plans with twice the mean instead.
+    reserve = per * 2 if is_sealed(s) and s.ended_at is None else max(costs)
+    side_by_side = max(1, min(svc.project().config.concurrency, left))
+    cap = (spent + more + reserve * side_by_side) / PAUSE_AT
+    return FinishEstimate(
+        done=done,
+        left=left,
+        per_attempt_usd=str(per.quantize(Decimal("0.0000001"))),
+        more_usd=str(more.quantize(Decimal("0.0000001"))),
+        total_usd=str((spent + more).quantize(Decimal("0.0000001"))),
+        cap_to_finish_usd=str(_cents_up(cap)) if left else None,
+    )
+
+
+# ---- routes (included by routes_studio) ----
+
+router = APIRouter(tags=["studio"])
+
+
+@router.get("/api/studio/runs/{run_id}/attempt")
+def get_attempt(run_id: str, svc: ProjectService = Depends(service_of)) -> AttemptOut:
+    """The attempt of a series this run was: each check's result and reason, and the expected output."""
+    return attempt_of_run(svc, run_id)
+
+
+@router.get("/api/studio/series/{series_id}/grid")
+def get_grid(
+    series_id: str,
+    failures_only: bool = False,
+    page: int = Query(1, ge=1, le=1_000_000),
+    per_page: int = Query(100, ge=1, le=MAX_GRID_CASES),
+    svc: ProjectService = Depends(service_of),
+) -> CaseGrid:
+    """Working cases × variants with each cell's tally (held-out cases only counted)."""
+    return case_grid(svc, series_id, failures_only=failures_only, page=page, per_page=per_page)
+
+
+@router.get("/api/studio/series/{series_id}/diff/{other_id}")
+def get_diff(series_id: str, other_id: str, svc: ProjectService = Depends(service_of)) -> SeriesDiff:
+    """Two series of one experiment, working case by case: better, worse, same."""
+    return series_diff(svc, series_id, other_id)
+
+
+@router.get("/api/studio/series/{series_id}/distributions")
+def get_distributions(series_id: str, svc: ProjectService = Depends(service_of)) -> Distributions:
+    """Latency and cost per attempt, p50 and p95 per variant."""
+    return distributions(svc, series_id)
+
+
+@router.get("/api/studio/series/{series_id}/finish")
+def get_finish(series_id: str, svc: ProjectService = Depends(service_of)) -> FinishEstimate:
+    """What finishing would cost at the cost per attempt so far, and a cap that lets it finish."""
+    return finish_estimate(svc, series_id)
