@@ -177,7 +177,8 @@ def test_overview_flows_and_keyboard(page: Any, server: tuple[Path, str]) -> Non
     open_page(page, base, "experiments/panel_judge_prompt")
     assert page.inner_text("#variants caption") == "Varies: prompt of deepseek, qwen, llama"
     rows = page.locator("#variants tbody tr")
-    assert rows.nth(0).inner_text().split("\t") == ["as_written", "as written"]
+    described = "Each judge keeps the prompt of flows/judge_panel/."  # the variant's description from its YAML
+    assert rows.nth(0).inner_text().split("\t") == ["as_written", "as written", described]
     assert "deepseek: claims_first" in rows.nth(1).inner_text()
 
 
@@ -284,6 +285,10 @@ def test_confirm_on_held_out_cases_writes_a_finding(page: Any, server: tuple[Pat
     page.fill("#lp-repeats", "1")
     page.wait_for_function("() => document.querySelector('#launch-plan').textContent.includes('3 cases × 1 repeats')")
     assert "writes a finding" in page.inner_text("#launch-plan")
+    page.wait_for_selector("#confirm-ack")
+    assert "first read of 3 held-out cases" in page.inner_text("#confirm-ack")
+    assert page.is_disabled("#lp-start")  # a held-out read is named before it starts
+    page.check("#ack")
     page.click("#lp-start")
     page.wait_for_url(re.compile(r".*#/series/ser_[0-9a-f]+$"))
     _wait_status(page, "done")

@@ -82,6 +82,7 @@ export const fmt = {
     return n < 60 ? `${n} s` : n < 3600 ? `${Math.floor(n / 60)} min ${n % 60} s` : `${Math.floor(n / 3600)} h ${Math.floor(n % 3600 / 60)} min`;
   },
   json(v) { return JSON.stringify(v, null, 2); },
+  perMinute(n) { n = Number(n); return n >= 10 ? String(Math.round(n)) : n >= 1 ? n.toFixed(1) : n.toPrecision(2); },
   side(on) { return on === 'holdout' ? 'Confirm (held-out cases)' : on === 'dev' ? 'Explore (working cases)' : on; },
 };
 export function badge(text, cls) { return h('span', { class: 'badge ' + (cls || text || '') }, text); }

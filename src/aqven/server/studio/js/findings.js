@@ -2,7 +2,7 @@
 import { badge, fmt, h, kv, link, simBadge, simNote } from './dom.js';
 import { api } from './api.js';
 import { markdown } from './markdown.js';
-import { clsOf, intervalPlot, refsFor } from './plots.js';
+import { clsOf, diffLabel, intervalPlot, refsFor } from './plots.js';
 
 export async function pageFindings(query) {
   const d = await api('/api/studio/findings');
@@ -24,7 +24,7 @@ export function findingCard(f, want) {
   const v = f.verdict || {}, sc = f.scope || {}, fr = f.freshness || {};
   const q = f.question || {};
   const cells = (f.cells || []).map(c => ({ label: c.variant, est: c.estimate, low: c.low, high: c.high, level: c.level }));
-  const comps = (f.comparisons || []).map(c => ({ label: `${c.variant} − ${c.baseline}`, est: c.estimate, low: c.low, high: c.high, level: c.level, cls: clsOf(c.decision) }));
+  const comps = (f.comparisons || []).map(c => ({ label: diffLabel(c.variant, c.baseline), est: c.estimate, low: c.low, high: c.high, level: c.level, cls: clsOf(c.decision) }));
   return h('section', { class: 'card finding', 'data-file': f.file, tabindex: -1, style: want === f.file ? 'border-color:#2357c6' : null },
     h('h3', { style: 'margin-top:0' }, link('#/experiments/' + encodeURIComponent(f.experiment_id), f.experiment_id), ' ', badge(v.verdict), ' ', simBadge(sc.simulated),
       ' ', f.intact && f.verifies !== false ? null : badge('does not verify: E_FINDING_TAMPERED', 'bad')),
@@ -39,6 +39,6 @@ export function findingCard(f, want) {
     fr.matches ? h('div', { class: 'note ok fresh' }, `Its inputs still match: the ${fr.files} files it ran on have the same hashes now.`)
       : h('div', { class: 'note warn stale' }, h('b', {}, 'Inputs changed since this series: '), 'the finding does not speak for the project as it is now. ',
         [['changed', fr.changed], ['added', fr.added], ['removed', fr.removed]].filter(([, l]) => l && l.length).map(([k, l]) => h('div', { class: 'mono' }, `${k}: ${l.slice(0, 8).join(', ')}${l.length > 8 ? ` … +${l.length - 8}` : ''}`)), fr.error ? h('div', {}, fr.error) : null),
-    cells.length ? intervalPlot(cells, q.kind === 'threshold' ? refsFor(q, false) : [], { clamp: [0, 1], max: 1, label: `cells of finding ${f.series_id}` }) : null,
+    cells.length ? intervalPlot(cells, q.kind === 'threshold' ? refsFor(q, false) : [], { clamp: [0, 1], label: `cells of finding ${f.series_id}` }) : null,
     comps.length ? intervalPlot(comps, refsFor(q, true), { clamp: [-1, 1], label: `comparisons of finding ${f.series_id}` }) : null);
 }

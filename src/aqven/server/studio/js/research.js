@@ -30,8 +30,9 @@ export async function pageResearch() {
 export function variantsTable(e) {
   return h('table', { id: 'variants', class: 'variants' },
     h('caption', {}, e.caption),
-    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'variant'), h('th', { scope: 'col' }, 'value'))),
-    h('tbody', {}, e.variants.map(v => h('tr', {}, h('th', { scope: 'row' }, v.id), h('td', { class: v.value === 'as written' ? 'muted' : 'mono' }, v.value)))));
+    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'variant'), h('th', { scope: 'col' }, 'value'), h('th', { scope: 'col' }, 'description'))),
+    h('tbody', {}, e.variants.map(v => h('tr', {}, h('th', { scope: 'row' }, v.id), h('td', { class: v.value === 'as written' ? 'muted' : 'mono' }, v.value),
+      h('td', {}, v.description || h('span', { class: 'muted' }, '—'))))));
 }
 
 export async function pageExperiment(id) {
@@ -60,7 +61,7 @@ export function launchPanel(e, project) {
   const repeats = h('input', { id: 'lp-repeats', type: 'number', min: 1, max: 20, step: 1, placeholder: String(e.repeats) });
   const cap = h('input', { id: 'lp-cap', type: 'text', inputmode: 'decimal', placeholder: project.spend_cap_usd });
   const planBox = h('div', { id: 'launch-plan', 'aria-live': 'polite' });
-  const out = h('div');
+  const out = h('div'), ackSlot = h('div', { id: 'ack-slot' });
   const start = h('button', { type: 'submit', class: 'primary', id: 'lp-start' }, 'Start series');
   let opId = crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
   let seq = 0, timer = null;
@@ -77,8 +78,12 @@ export function launchPanel(e, project) {
     try {
       const p = await api(`/api/experiments/${encodeURIComponent(e.id)}/launch-plan`, { method: 'POST', body: body() });
       if (my !== seq) return;
-      start.disabled = false;
       replace(planBox, drawPlan(p, refresh));
+      // Confirm reads held-out cases: the person names the read before Start is enabled.
+      const ack = p.on === 'holdout' ? ackBox(p, () => { start.disabled = !ack.querySelector('input').checked; }) : null;
+      replace(ackSlot, ack);
+      start.disabled = !!ack;
+      start.textContent = p.on === 'holdout' ? 'Start the held-out read' : 'Start series';
     } catch (err) { if (my === seq) { start.disabled = true; replace(planBox, errorBox(err)); } }
   };
   const later = () => { clearTimeout(timer); timer = setTimeout(refresh, 250); };
@@ -107,8 +112,27 @@ export function launchPanel(e, project) {
         h('div', { class: 'field' }, h('label', { for: 'lp-cap' }, 'Cap (USD)'), cap)),
       h('h3', {}, 'The plan — nothing runs until you press Start'),
       planBox,
+      ackSlot,
       h('p', {}, start, ' ', h('span', { class: 'muted' }, state.simulate ? 'Simulated mode: the project\'s simulators answer.' : 'Every attempt calls the models and costs money.')),
       out));
+}
+
+/** Whether the plan can decide: an expected half-width wider than the margin makes the read inconclusive. */
+export function cannotDecide(p) {
+  return p.half_width !== null && p.half_width !== undefined && p.margin !== undefined && Number(p.half_width) > Number(p.margin);
+}
+
+/** The acknowledgement a held-out read asks for, naming the read (first, or again on cases read before). */
+function ackBox(p, onchange) {
+  const r = p.earlier_reads || {};
+  const what = r.earlier_series
+    ? `read ${r.read_cases} of these ${p.cases} held-out cases again (${r.earlier_series} earlier held-out series of this experiment read them)`
+    : `make the first read of ${p.cases} held-out cases of this experiment`;
+  const box = h('input', { type: 'checkbox', id: 'ack', onchange });
+  return h('div', { class: 'card note ' + (cannotDecide(p) || r.earlier_series ? 'bad' : 'warn'), id: 'confirm-ack' },
+    cannotDecide(p) ? h('p', { id: 'cannot-decide' }, h('b', {}, 'This read cannot decide: '),
+      `its expected half-width ±${Number(p.half_width).toFixed(3)} is wider than the ${p.margin} margin, so the verdict will be inconclusive` + (p.recommended && p.recommended.cases ? ` (about ${p.recommended.cases} cases would decide it; ${p.available} are held out).` : '.')) : null,
+    h('label', { for: 'ack', class: 'ack' }, box, h('span', {}, `I want to ${what}. Held-out cases are read once per question: a second read is listed in FINDINGS.md.`)));
 }
 
 export function drawPlan(p, refresh) {
@@ -128,7 +152,7 @@ export function drawPlan(p, refresh) {
       ...(planning ? [['planned with', planning]] : []),
       ...(power ? [['80% power', power]] : []),
       ...(floor ? [['zero-failure floor', floor]] : []),
-      ['cap', `${fmt.money(p.cap_usd)} (project cap ${fmt.money(p.project_cap_usd)}, ${p.project_cap_source})`],
+      ['cap', `${fmt.money(p.cap_usd)} for this series (the project cap is ${fmt.money(p.project_cap_usd)}, ${p.project_cap_source === 'override' ? 'from .aqven/local.yaml' : p.project_cap_source === 'project' ? 'from aqven.yaml' : 'the default'})`],
       ['price', 'none before it runs: the spend is counted as attempts finish; near 90% of the cap the series pauses for you'],
     ]),
     p.below_recommended && rec.text ? h('div', { class: 'note warn', role: 'status' }, h('b', {}, 'Fewer cases than recommended: '), rec.text) : null,

@@ -2,18 +2,23 @@
 import { announce, badge, errorBox, fmt, h, kv, link, pager, patch, pre, replace, simBadge, simNote } from './dom.js';
 import { api } from './api.js';
 import { go, route, state, stream } from './nav.js';
+import { checksSection, outcomeBadge, outcomeText, outputView } from './attempt.js';
+
+const OUTCOMES = { pass: 'pass', fail: 'check failed', model_failure: 'model failure', infra: 'infra error', ok: 'ok (by hand)' };
+const OUTCOME_CLS = { pass: 'ok', fail: 'bad', model_failure: 'bad', infra: 'warn', ok: 'ok' };
 
 export async function pageRuns(query) {
   const q = Object.fromEntries(query.entries());
   const page = Number(q.page || 1);
   const params = new URLSearchParams({ page, per_page: 50 });
-  for (const [k, p] of [['flow', 'flow_id'], ['status', 'status'], ['series', 'series_id'], ['case', 'case'], ['source', 'source']]) if (q[k]) params.set(p, q[k]);
+  for (const [k, p] of [['flow', 'flow_id'], ['status', 'status'], ['outcome', 'outcome'], ['series', 'series_id'], ['case', 'case'], ['source', 'source']]) if (q[k]) params.set(p, q[k]);
   const [data, datasets] = await Promise.all([api('/api/studio/runs?' + params), api('/api/datasets')]);
   const f = { flow: h('select', { id: 'f-flow' }, h('option', { value: '' }, 'all flows'), data.flows.map(x => h('option', { value: x, selected: q.flow === x }, x))),
     status: h('select', { id: 'f-status' }, h('option', { value: '' }, 'any status'), data.statuses.map(x => h('option', { value: x, selected: q.status === x }, x))),
+    outcome: h('select', { id: 'f-outcome' }, h('option', { value: '' }, 'any outcome'), data.outcomes.map(x => h('option', { value: x, selected: q.outcome === x }, OUTCOMES[x] || x))),
     source: h('select', { id: 'f-source' }, h('option', { value: '' }, 'any source'), h('option', { value: 'series', selected: q.source === 'series' }, 'attempts of series'), h('option', { value: 'hand', selected: q.source === 'hand' }, 'started by hand')),
     case: h('input', { id: 'f-case', type: 'search', value: q.case || '', placeholder: 'case name' }) };
-  const apply = e => { e.preventDefault(); go('/runs', { flow: f.flow.value, status: f.status.value, source: f.source.value, case: f.case.value, series: q.series || '' }); };
+  const apply = e => { e.preventDefault(); go('/runs', { flow: f.flow.value, status: f.status.value, outcome: f.outcome.value, source: f.source.value, case: f.case.value, series: q.series || '' }); };
   const anySim = data.items.some(r => r.simulated);
   return [
     h('h1', {}, 'Runs'),
@@ -22,6 +27,7 @@ export async function pageRuns(query) {
     h('form', { class: 'filters', onsubmit: apply, 'aria-label': 'filter runs' },
       h('div', {}, h('label', { for: 'f-flow' }, 'Flow'), f.flow),
       h('div', {}, h('label', { for: 'f-status' }, 'Status'), f.status),
+      h('div', {}, h('label', { for: 'f-outcome' }, 'Outcome'), f.outcome),
       h('div', {}, h('label', { for: 'f-source' }, 'Source'), f.source),
       h('div', {}, h('label', { for: 'f-case' }, 'Case'), f.case),
       q.series ? h('div', {}, h('label', {}, 'Series'), h('code', {}, q.series)) : null,
@@ -29,12 +35,13 @@ export async function pageRuns(query) {
       h('button', { type: 'button', onclick: () => go('/runs') }, 'Clear')),
     anySim ? simNote('Runs marked simulated were answered by the project\'s simulators, not by the models.') : null,
     data.items.length ? h('table', { id: 'runs-table' },
-      h('thead', {}, h('tr', {}, ['run', 'flow', 'case', 'status', 'started', 'took', 'tokens', 'cost', 'source'].map(t => h('th', { class: ['tokens', 'cost'].includes(t) ? 'num' : null }, t)))),
-      h('tbody', {}, data.items.map(r => h('tr', { class: r.status === 'failed' ? 'failing' : null },
+      h('thead', {}, h('tr', {}, ['run', 'flow', 'case', 'status', 'outcome', 'started', 'took', 'tokens', 'cost', 'source'].map(t => h('th', { class: ['tokens', 'cost'].includes(t) ? 'num' : null }, t)))),
+      h('tbody', {}, data.items.map(r => h('tr', { class: r.status === 'failed' || ['fail', 'model_failure'].includes(r.attempt_outcome) ? 'failing' : null, 'data-outcome': r.attempt_outcome || '' },
         h('td', { class: 'nowrap' }, link('#/runs/' + r.id, r.id)),
         h('td', {}, r.flow_id),
         h('td', {}, r.held_out ? h('span', { class: 'muted' }, 'held-out case') : (r.case_name || h('span', { class: 'muted' }, 'input'))),
         h('td', {}, h('span', { class: 'nowrap' }, badge(r.status), ' ', simBadge(r.simulated)), r.error_code ? h('div', { class: 'mono err' }, r.error_code) : null),
+        h('td', { class: 'outcome' }, r.attempt_outcome ? badge(OUTCOMES[r.attempt_outcome] || r.attempt_outcome, OUTCOME_CLS[r.attempt_outcome]) : '—'),
         h('td', { class: 'nowrap' }, fmt.time(r.started_at || r.created_at)),
         h('td', { class: 'nowrap' }, fmt.dur(r.started_at, r.ended_at)),
         h('td', { class: 'num', title: `${r.model_calls} model calls` }, r.input_tokens + r.output_tokens),
@@ -96,9 +103,19 @@ export function newRunForm(flows, datasets, preset) {
 }
 
 export async function pageRun(id, _query, ctx) {
-  const first = await api('/api/studio/runs/' + encodeURIComponent(id) + '/trace');
+  let first, attempt;
+  try {
+    [first, attempt] = await Promise.all([api('/api/studio/runs/' + encodeURIComponent(id) + '/trace'),
+      api('/api/studio/runs/' + encodeURIComponent(id) + '/attempt')]);
+  } catch (err) {
+    if (err.code !== 'HOLDOUT_HIDDEN') throw err;
+    return [h('h1', {}, 'Run ', h('code', {}, id)), h('div', { class: 'note warn', id: 'held-out-run' }, h('b', {}, 'A run of a held-out case. '),
+      'Held-out cases are never shown one by one, so that no change is tuned to them: its case, output and trace stay hidden. Its series page shows what it counted for.'),
+      h('p', {}, link('#/runs', 'All runs'))];
+  }
+  let att = attempt.attempt;
   const expanded = new Set();
-  const head = h('div'), waitBox = h('div'), timeline = h('div'), output = h('div');
+  const head = h('div'), waitBox = h('div'), timeline = h('div'), output = h('div'), checks = h('div');
   let cur = first;
   const redraw = nodeId => {
     timeline.dataset.key = '';
@@ -109,12 +126,12 @@ export async function pageRun(id, _query, ctx) {
   const render = t => {
     cur = t;
     const r = t.run, src = t.source;
-    patch(head, [r.status, r.cost_usd, r.model_calls, r.ended_at, r.error], () => [
+    patch(head, [r.status, r.cost_usd, r.model_calls, r.ended_at, r.error, att], () => [
       h('h1', {}, 'Run ', h('code', {}, r.id)),
       h('p', { class: 'sub' }, 'flow ', link('#/flows/' + encodeURIComponent(r.flow_id), r.flow_id),
         r.request.from_node || r.request.to_node ? ` (range ${r.request.from_node || 'start'} → ${r.request.to_node || 'end'})` : '',
         ' · ', src.kind === 'series' && src.side === 'holdout' ? 'a held-out case' : (r.case_name ? ['case ', h('b', {}, r.case_name)] : 'an input given by hand'),
-        ' · ', badge(r.status), ' ', simBadge(r.simulated)),
+        ' · ', badge(r.status), ' ', outcomeBadge(att), ' ', simBadge(r.simulated)),
       r.simulated ? simNote('This run was answered by the project\'s simulators, not by the models; its cost is what the real models would charge for the same tokens.') : null,
       kv([
         ['source', src.kind === 'series' ? ['attempt of series ', link('#/series/' + src.series_id, src.series_id), src.experiment_id ? [' (', link('#/experiments/' + encodeURIComponent(src.experiment_id), src.experiment_id), `, variant ${src.variant_id}, ${fmt.side(src.side)})`] : ''] : 'started by hand'],
@@ -123,7 +140,8 @@ export async function pageRun(id, _query, ctx) {
         ['model calls', String(r.model_calls)],
         ['tokens', `${r.input_tokens} in · ${r.output_tokens} out`],
         ['cost', (r.cost_is_lower_bound ? 'at least ' : '') + fmt.money(r.cost_usd) + (r.cost_is_lower_bound ? ` (${r.unpriced_calls} call(s) had no known price)` : '')],
-        ['outcome', r.outcome ? (r.outcome === 'infra' ? 'infrastructure error (not counted in metrics)' : r.outcome === 'model_failure' ? 'model failure (counted)' : 'ok') : '—'],
+        ['outcome', h('span', { id: 'outcome' }, outcomeText(att, r))],
+        att ? ['the flow', r.outcome === 'ok' ? 'ran to its end (its checks decide the outcome)' : r.outcome || '—'] : null,
       ]),
       r.error ? h('div', { class: 'note bad', role: 'alert' }, h('b', {}, r.error.code), ': ', r.error.message, r.error.node_id ? [' — at node ', h('code', {}, r.error.node_id)] : '') : null,
       src.kind === 'series' && src.side === 'holdout' ? null : h('details', {}, h('summary', {}, 'What it ran on (input, context, node outputs)'),
@@ -131,15 +149,21 @@ export async function pageRun(id, _query, ctx) {
     ]);
     patch(waitBox, t.waiting, () => t.waiting ? humanForm(r.id, t.waiting) : []);
     patch(timeline, [t.nodes, [...expanded]], () => drawTimeline(t, expanded, redraw));
-    patch(output, [r.output], () => r.output !== null && r.output !== undefined ? [h('h2', {}, 'Output'), pre(r.output)] : []);
+    patch(checks, [att], () => checksSection(att));
+    patch(output, [r.output, att], () => outputView(r.output, att));
   };
   render(first);
   if (!['done', 'failed'].includes(first.run.status)) {
     stream('/api/runs/' + encodeURIComponent(id) + '/stream', {
-      trace: t => { if (ctx.alive()) { render(t); if (['done', 'failed'].includes(t.run.status)) announce(`run ${t.run.status}`); } },
+      trace: async t => {
+        if (!ctx.alive()) return;
+        if (['done', 'failed'].includes(t.run.status) && t.run.series_id) att = (await api('/api/studio/runs/' + encodeURIComponent(id) + '/attempt')).attempt;
+        render(t);
+        if (['done', 'failed'].includes(t.run.status)) announce(`run ${t.run.status}`);
+      },
     });
   }
-  return [head, waitBox, h('h2', {}, 'Trace'), h('p', { class: 'muted' }, 'Each node on the run\'s clock. Open a node (Enter) for its inputs, output, model calls, tokens and cost.'), timeline, output];
+  return [head, waitBox, checks, output, h('h2', {}, 'Trace'), h('p', { class: 'muted' }, 'Each node on the run\'s clock. Open a node (Enter) for its inputs, output, model calls, tokens and cost.'), timeline];
 }
 
 export function drawTimeline(t, expanded, redraw) {

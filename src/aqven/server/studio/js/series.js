@@ -1,29 +1,33 @@
 /* Page: a series, live. */
 import { announce, badge, errorBox, fmt, h, kv, link, pager, patch, replace, simBadge, simNote } from './dom.js';
 import { api } from './api.js';
-import { bar, clsOf, intervalPlot, refsFor, spendPlot } from './plots.js';
+import { bar, clsOf, diffLabel, intervalPlot, refsFor, spendPlot } from './plots.js';
+import { decisionHeader, ENDED, statusOf } from './decision.js';
+import { caseGridSection, distributionsSection } from './compare.js';
 import { stream } from './nav.js';
 import { capPendingNote } from './widgets.js';
 
 export async function pageSeries(id, _query, ctx) {
   const first = await api('/api/studio/series/' + encodeURIComponent(id));
-  const sec = { head: h('div'), pause: h('div'), approvals: h('div'), progress: h('div'), verdict: h('div'), matrix: h('div'), cases: h('div'), attempts: h('div') };
+  const sec = { head: h('div'), notice: h('div', { id: 'notice', role: 'status' }), pause: h('div'), verdict: h('div'), approvals: h('div'), progress: h('div'), matrix: h('div'), dist: h('div'), cases: h('div'), grid: h('div'), attempts: h('div') };
   let lastStatus = first.status;
   const render = sn => {
     const e = sn.experiment;
-    patch(sec.head, [sn.status, sn.simulated, sn.finding], () => [
+    patch(sec.head, [sn.status, sn.stop_reason, sn.simulated, sn.finding], () => [
       h('h1', {}, 'Series ', h('code', {}, sn.series_id)),
       h('p', { class: 'sub' }, e ? ['experiment ', link('#/experiments/' + encodeURIComponent(e.id), e.id), ' · '] : 'a look · ',
-        fmt.side(sn.on), ' · ', badge(sn.status, sn.status), ' ', simBadge(sn.simulated), ' · started ', fmt.time(sn.created_at)),
+        fmt.side(sn.on), ' · ', badge(statusOf(sn)), ' ', simBadge(sn.simulated), ' · started ', fmt.time(sn.created_at)),
       sn.simulated ? simNote('This series ran on the project\'s simulators, not on the models: its numbers test the flow\'s wiring and the statistics, not the models. Spend is what the real models would have charged.') : null,
       sn.finding ? h('div', { class: 'note ok' }, 'Finding written: ', link('#/findings?file=' + encodeURIComponent(sn.finding), sn.finding), ' — FINDINGS.md was regenerated.') : null,
       ['running', 'waiting_human'].includes(sn.status) ? h('p', {}, h('button', { type: 'button', class: 'danger', id: 'cancel', onclick: () => cancelSeries(sn.series_id) }, 'Cancel series')) : null,
     ]);
-    patch(sec.pause, [sn.status, sn.pause, sn.spend.cap_usd], () => sn.status === 'awaiting_approval' ? pausePanel(sn) : []);
+    patch(sec.pause, [sn.status, sn.pause, sn.spend.cap_usd], () => sn.status === 'awaiting_approval' ? pausePanel(sn, sec.notice) : []);
     patch(sec.approvals, [sn.approvals, sn.project_cap], () => approvalsSection(sn));
     patch(sec.progress, [sn.progress, sn.spend, sn.eta, sn.spend_curve.length, sn.status], () => progressSection(sn));
-    patch(sec.verdict, [sn.verdict, sn.status, sn.error], () => verdictSection(sn));
-    patch(sec.matrix, [sn.matrix, sn.verdict && sn.verdict.comparisons], () => matrixSection(sn));
+    patch(sec.verdict, [sn.verdict, sn.status, sn.stop_reason, sn.error, sn.progress.done, sn.coarse], () => decisionHeader(sn));
+    patch(sec.matrix, [sn.matrix, sn.status, sn.verdict && sn.verdict.comparisons], () => matrixSection(sn));
+    patch(sec.dist, [sn.status, ENDED.includes(sn.status) ? 0 : Math.floor(sn.progress.done / 50)], () => distributionsSection(sn));
+    patch(sec.grid, [sn.status, sn.on, ENDED.includes(sn.status) ? 0 : Math.floor(sn.progress.done / 50)], () => caseGridSection(sn));
     patch(sec.cases, [sn.cases, sn.hidden_cases], () => casesSection(sn));
     if (sn.status !== lastStatus) { announce(`series ${sn.status}` + (sn.verdict && sn.status === 'done' ? ': ' + sn.verdict.verdict : '')); lastStatus = sn.status; }
   };
@@ -33,7 +37,7 @@ export async function pageSeries(id, _query, ctx) {
   if (!['done', 'cancelled', 'failed'].includes(first.status)) {
     stream('/api/series/' + encodeURIComponent(id) + '/stream', { snapshot: sn => { if (ctx.alive()) render(sn); } });
   }
-  return [sec.head, sec.pause, sec.approvals, sec.progress, sec.verdict, sec.matrix, sec.cases, sec.attempts];
+  return [sec.head, sec.notice, sec.pause, sec.verdict, sec.approvals, sec.progress, sec.matrix, sec.dist, sec.cases, sec.grid, sec.attempts];
 }
 
 export async function cancelSeries(id) {
@@ -42,19 +46,34 @@ export async function cancelSeries(id) {
   catch (err) { alert(`${err.code}: ${err.message}`); }
 }
 
-export function pausePanel(sn) {
+/** What finishing would cost at the cost per attempt so far (the server adds it up, in Decimal). */
+function loadFinish(sn, draw) {
+  const box = h('span');
+  api(`/api/studio/series/${encodeURIComponent(sn.series_id)}/finish`).then(est => {
+    if (est.total_usd !== null && est.left) replace(box, draw(est));
+  }).catch(err => replace(box, errorBox(err)));
+  return box;
+}
+
+export function pausePanel(sn, notice) {
   const p = sn.pause || {};
   const cap = Number(sn.spend.cap_usd);
   const twice = cap * 2;
   const suggested = p.reason === 'cap_above_project' ? sn.spend.cap_usd : (twice >= 1 ? twice.toFixed(2) : String(Number(twice.toPrecision(6))));
   const capIn = h('input', { id: 'approve-cap', type: 'text', inputmode: 'decimal', value: suggested, 'aria-describedby': 'approve-help' });
-  const out = h('div');
+  const out = h('div'), useBox = h('div');
   const act = async (what) => {
+    if (what === 'stop' && !confirm(`Stop this series? Its ${sn.progress.attempts - sn.progress.done} queued attempts never run, its verdict is invalid (stopped at the cap) and no finding is written.`)) return;
+    const old = fmt.money(sn.spend.cap_usd), asked = capIn.value.trim();
     replace(out, h('p', { class: 'muted' }, what === 'approve' ? 'Approving…' : 'Stopping…'));
     try {
-      await api(`/api/series/${sn.series_id}/${what}`, { method: 'POST', body: what === 'approve' ? { cap_usd: capIn.value.trim() || null } : {} });
+      await api(`/api/series/${sn.series_id}/${what}`, { method: 'POST', body: what === 'approve' ? { cap_usd: asked || null } : {} });
       announce(what === 'approve' ? 'approved: the series runs on' : 'series stopped');
-      replace(out, h('div', { class: 'note ok' }, what === 'approve' ? 'Approved: the series runs on under the new cap.' : 'Stopped: its verdict is invalid (stopped by the spend cap).'));
+      replace(out);
+      // The note stays on the page (the panel goes when the series runs on, and comes back at the next pause).
+      replace(notice, h('div', { class: 'note ok', id: 'approved-note' }, what === 'approve'
+        ? `Approved at ${fmt.time(new Date().toISOString())}: the cap went from ${old} to ${fmt.money(asked || suggested)}; the series runs on. Every approval is listed under Approvals.`
+        : `Stopped at ${fmt.time(new Date().toISOString())}: the queued attempts never run; its verdict is invalid (stopped at the cap).`));
     } catch (err) { replace(out, errorBox(err)); }
   };
   const reason = p.reason === 'spend_near_cap'
@@ -66,13 +85,18 @@ export function pausePanel(sn) {
     h('h2', { id: 'approval-h', style: 'margin-top:0' }, 'Waiting for your approval'),
     h('p', {}, reason),
     kv([['reason', h('code', {}, p.reason || '')], ['spent', fmt.money(p.spent_usd || sn.spend.usd) + (sn.spend.lower_bound ? ' (a lower bound)' : '')], ['cap', fmt.money(sn.spend.cap_usd)],
-      ['done', `${sn.progress.done} of ${sn.progress.attempts} attempts`]]),
+      ['done', `${sn.progress.done} of ${sn.progress.attempts} attempts`],
+      p.reason === 'cap_above_project' ? null : ['to finish', loadFinish(sn, est => {
+        useBox.appendChild(h('button', { type: 'button', id: 'use-finish-cap', onclick: () => { capIn.value = est.cap_to_finish_usd; capIn.focus(); } }, `Use ${fmt.money(est.cap_to_finish_usd)} (enough to finish)`));
+        return h('span', { id: 'finish-estimate' }, `about ${fmt.money(est.more_usd)} more for the ${est.left} attempts left (${fmt.money(est.total_usd)} in all, at ${fmt.money(est.per_attempt_usd)} an attempt so far): a cap of ${fmt.money(est.cap_to_finish_usd)} lets it finish`);
+      })]]),
     h('form', { onsubmit: ev => { ev.preventDefault(); act('approve'); } },
       h('div', { class: 'row' },
         h('div', { class: 'field' }, h('label', { for: 'approve-cap' }, 'New cap (USD)'), capIn,
-          h('div', { id: 'approve-help', class: 'muted' }, p.reason === 'cap_above_project' ? 'the cap the series asked for' : 'double the old cap unless you type another')),
+          h('div', { id: 'approve-help', class: 'muted' }, p.reason === 'cap_above_project' ? 'the cap the series asked for' : 'double the old cap unless you type another'),
+          useBox),
         h('div', { class: 'field', style: 'align-self:center' }, h('button', { type: 'submit', class: 'primary', id: 'approve' }, 'Approve'), ' ',
-          h('button', { type: 'button', class: 'danger', id: 'stop', onclick: () => act('stop') }, 'Stop')))),
+          h('button', { type: 'button', class: 'danger', id: 'stop', onclick: () => act('stop') }, 'Stop…')))),
     out);
 }
 
@@ -96,62 +120,53 @@ export function progressSection(sn) {
   const pr = sn.progress, sp = sn.spend;
   const eta = sn.eta;
   const etaText = !eta ? (sn.ended_at ? `ended ${fmt.time(sn.ended_at)}` : '') : eta.state === 'running'
-    ? `about ${fmt.secs(eta.remaining_seconds)} left (${eta.attempts_per_minute} attempts/min, done near ${fmt.time(eta.finish_at)})`
+    ? `about ${fmt.secs(eta.remaining_seconds)} left (${fmt.perMinute(eta.attempts_per_minute)} attempts a minute, done near ${fmt.time(eta.finish_at)})`
     : eta.state === 'estimating' ? 'estimating the time left…' : 'paused: no time estimate while it waits';
   const cap = Number(sp.cap_usd) || 0, spent = Number(sp.usd) || 0;
   return h('div', { class: 'row' },
     h('section', { class: 'card grow', 'aria-label': 'progress' },
       h('h2', { style: 'margin-top:0' }, 'Progress'),
       bar(pr.attempts ? pr.done / pr.attempts : 0, '', null, 'attempts done'),
-      h('p', {}, h('b', { id: 'progress-text' }, `${pr.done} of ${pr.attempts} attempts`), ` · ${pr.running} running · ${pr.queued} queued · ${pr.model_failures} model failures · ${pr.infra_errors} infrastructure errors` + (pr.reruns ? ` · ${pr.reruns} re-runs` : '')),
+      h('p', {}, h('b', { id: 'progress-text' }, `${pr.done} of ${pr.attempts} attempts`), ` · ${pr.running} running · `,
+        ENDED.includes(sn.status) && pr.queued ? h('b', { id: 'never-ran' }, `${pr.queued} never ran`) : `${pr.queued} queued`,
+        ` · ${pr.model_failures} model failures · ${pr.infra_errors} infrastructure errors` + (pr.reruns ? ` · ${pr.reruns} re-runs` : '')),
       h('p', { class: 'muted', id: 'eta' }, etaText)),
     h('section', { class: 'card grow', 'aria-label': 'spend' },
       h('h2', { style: 'margin-top:0' }, 'Spend'),
       bar(cap ? spent / cap : 0, 'spend' + (cap && spent / cap >= 0.75 ? ' near' : ''), 0.9, 'spend against the cap'),
       h('p', {}, h('b', { id: 'spend-text' }, `${sp.lower_bound ? 'at least ' : ''}${fmt.money(sp.usd)} of ${fmt.money(sp.cap_usd)}`), ` cap · project cap ${fmt.money(sp.project_cap_usd)}`),
       sp.lower_bound ? h('p', { class: 'note warn' }, `${sp.unpriced_attempts} attempt(s) ran on a model without a known price: the spend is a lower bound.`) : null,
+      ENDED.includes(sn.status) ? null : h('p', { class: 'muted', id: 'spend-finish' }, loadFinish(sn, est => `To finish: about ${fmt.money(est.total_usd)} in all (${fmt.money(est.more_usd)} more), at the cost per attempt so far` +
+        (Number(est.cap_to_finish_usd) > cap ? ` — a cap of ${fmt.money(est.cap_to_finish_usd)} lets it finish without another pause.` : '.'))),
       spendPlot(sn.spend_curve, sp.cap_usd)));
-}
-
-export function verdictSection(sn) {
-  const v = sn.verdict;
-  const out = [];
-  if (sn.error) out.push(h('div', { class: 'note bad', role: 'alert' }, h('b', {}, 'Failed: '), `${sn.error.code}: ${sn.error.message}`, sn.error.run_id ? [' — ', link('#/runs/' + sn.error.run_id, 'open its run')] : ''));
-  if (!v) { if (sn.kind === 'look') out.push(h('p', { class: 'muted' }, 'A look has no verdict: every case is listed with its checks, cost and trace.')); return out; }
-  const provisional = v.provisional || !['done', 'cancelled', 'failed'].includes(sn.status);
-  out.push(h('div', { class: 'card verdict ' + (provisional ? '' : 'final'), id: 'verdict', 'data-provisional': provisional ? 'true' : 'false' },
-    h('span', { class: 'label' }, provisional ? 'Provisional verdict (still running):' : 'Verdict:'), badge(v.verdict), ' ',
-    h('q', { id: 'verdict-text' }, v.text),
-    v.verdict === 'signal' ? h('p', { class: 'muted' }, 'A signal is worth acting on while exploring, but it is not evidence: confirm it once on held-out cases.') : null));
-  return out;
 }
 
 export function matrixSection(sn) {
   const e = sn.experiment, q = (sn.plan && sn.plan.question) || (e && e.question);
   if (!q || q.kind === 'look') return [];
-  const values = {};
-  ((e && e.variants) || []).forEach(v => { values[v.id] = v.value; });
+  const values = {}, about = {};
+  ((e && e.variants) || []).forEach(v => { values[v.id] = v.value; about[v.id] = v.description; });
   const decided = {};
+  const ended = ENDED.includes(sn.status);  // colours say a decision: none before the series ended
   ((sn.verdict && sn.verdict.decided) || []).forEach(d => { decided[d.variant] = d.decision; });
-  const rows = sn.matrix.map(m => ({ label: m.variant, est: m.estimate, low: m.low, high: m.high, level: 0.95, cls: q.kind === 'threshold' ? clsOf(decided[m.variant]) : '' }));
+  const rows = sn.matrix.map(m => ({ label: m.variant, est: m.estimate, low: m.low, high: m.high, level: 0.95, cls: q.kind === 'threshold' && ended ? clsOf(decided[m.variant]) : '' }));
   const comps = (sn.verdict && sn.verdict.comparisons) || [];
   return [
     h('h2', {}, 'Per variant'),
     e ? h('p', { class: 'muted' }, e.caption) : null,
-    h('table', { id: 'matrix' },
+    h('div', { class: 'scroll' }, h('table', { id: 'matrix' },
       h('thead', {}, h('tr', {}, ['variant', 'value', 'attempts', 'done', 'counted', 'passes', 'rate', '95% interval', 'model failures', 'infra errors', 'spend'].map(t => h('th', { class: ['attempts', 'done', 'counted', 'passes', 'rate', 'model failures', 'infra errors', 'spend'].includes(t) ? 'num' : null }, t)))),
       h('tbody', {}, sn.matrix.map(m => h('tr', {},
-        h('th', { scope: 'row' }, m.variant),
+        h('th', { scope: 'row' }, m.variant, about[m.variant] ? h('div', { class: 'muted about' }, about[m.variant]) : null),
         h('td', { class: 'mono' }, values[m.variant] || '—'),
         h('td', { class: 'num' }, m.attempts), h('td', { class: 'num' }, m.done), h('td', { class: 'num' }, m.counted),
         h('td', { class: 'num' }, m.passes), h('td', { class: 'num' }, fmt.rate(m.estimate)),
         h('td', {}, m.low === undefined || m.low === null ? '—' : `${fmt.rate(m.low)} to ${fmt.rate(m.high)}`),
-        h('td', { class: 'num' }, m.model_failures), h('td', { class: 'num' }, m.infra_errors), h('td', { class: 'num' }, fmt.money(m.spend_usd)))))),
+        h('td', { class: 'num' }, m.model_failures), h('td', { class: 'num' }, m.infra_errors), h('td', { class: 'num' }, fmt.money(m.spend_usd))))))),
     h('h3', {}, `${q.metric || 'rate'} of each variant, 95% interval` + (q.kind === 'threshold' ? ' against the bound' : '')),
-    intervalPlot(rows, q.kind === 'threshold' ? refsFor(q, false) : [], { clamp: [0, 1], min: q.kind === 'threshold' ? undefined : 0, max: 1, label: `${q.metric} per variant with 95% intervals` }),
+    intervalPlot(rows, q.kind === 'threshold' ? refsFor(q, false) : [], { clamp: [0, 1], label: `${q.metric} per variant with 95% intervals` }),
     comps.length ? [h('h3', {}, `difference from ${comps[0].baseline}, against the margin`),
-      intervalPlot(comps.map(c => ({ label: `${c.variant} − ${c.baseline}`, est: c.estimate, low: c.low, high: c.high, level: c.level, cls: clsOf(c.decision) })), refsFor(q, true), { clamp: [-1, 1], label: 'differences with intervals against the margin' }),
-      h('p', { class: 'muted' }, comps.map(c => `${c.variant}: ${Math.round(c.level * 1000) / 10}% interval ${fmt.signed(c.low)} to ${fmt.signed(c.high)} (${c.decision})`).join(' · '))] : null,
+      intervalPlot(comps.map(c => ({ label: diffLabel(c.variant, c.baseline), est: c.estimate, low: c.low, high: c.high, level: c.level, cls: ended ? clsOf(c.decision) : '' })), refsFor(q, true), { clamp: [-1, 1], label: 'differences with intervals against the margin' })] : null,
   ];
 }
 
