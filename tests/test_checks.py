@@ -20,8 +20,7 @@ from aqven.research.checks.scoring import (
     score_check,
     score_checks,
 )
-from aqven.research.experiments.loading import ExperimentSource
-from aqven.research.experiments.schema import CheckSpec, Experiment
+from aqven.research.experiments.schema import CheckSpec, Experiment, ExperimentSource
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,8 +14,8 @@ from aqven.models.outcomes import KEY_ENV_VARS
 from aqven.project.loader import Project, load_project
 from aqven.project.schema import Case
 from aqven.research.checks.scoring import PASS_FAIL_SCHEMA, SCORE_SCHEMA, AttemptView, score_check, score_checks
-from aqven.research.experiments.loading import ExperimentSource, load_experiments
-from aqven.research.experiments.schema import CheckSpec
+from aqven.research.experiments.loading import load_experiments
+from aqven.research.experiments.schema import CheckSpec, ExperimentSource
 
 FIXTURE = Path(__file__).parent / "fixtures" / "openrouter_models.json"
 IN_PRICE, OUT_PRICE = Decimal("0.00000015"), Decimal("0.0000006")  # openai/gpt-4o-mini in the fixture

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from aqven.project.loader import Project, load_project
-from aqven.research.checks.scoring import check_spec_problems
-from aqven.research.experiments.loading import ExperimentSource, check_experiment, load_experiments
-from aqven.research.experiments.schema import CheckSpec, Subject
+from aqven.research.checks.problems import check_spec_problems
+from aqven.research.diagnostics.experiments import check_experiment
+from aqven.research.experiments.loading import load_experiments
+from aqven.research.experiments.schema import CheckSpec, ExperimentSource, Subject
 
 EXPERIMENT = """\
 failure_mode: rude

@@ -9,9 +9,10 @@ from typing import Any
 
 import yaml
 
-from aqven.research.experiments.workspace import check_workspace
+from aqven.research.diagnostics.workspace import check_workspace
 from aqven.research.findings import records as findings
 from aqven.research.findings.records import finding_key, integrity_of, seal_of
+from aqven.research.findings.writing import render_findings_md
 from conftest import aqven, cli_env
 from test_series_kit import SIM_PY, case_names, client_for, first_on, settle, start, write_tiny
 
@@ -75,7 +76,7 @@ def test_a_forged_finding_is_caught_and_left_out_of_findings_md(tiny_env: Path, 
     md = (root / "FINDINGS.md").read_text()
     assert snap["series_id"] not in md.split("## Held-out reads")[0] and other["series_id"] in md
     assert "0.99" not in md
-    assert md == findings.render_findings_md(root, findings.read_findings(root))
+    assert md == render_findings_md(root, findings.read_findings(root))
 
     # 3. a clone (no database, no key): only the content hash can be checked, and check says so
     path.write_text(original)

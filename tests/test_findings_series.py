@@ -12,9 +12,10 @@ import yaml
 
 from aqven import ENGINE_VERSION
 from aqven.project.init import init_project
-from aqven.research.experiments.workspace import check_workspace
+from aqven.research.diagnostics.workspace import check_workspace
 from aqven.research.findings import records as findings
-from aqven.research.findings.records import is_intact, render_findings_md, write_finding
+from aqven.research.findings.records import is_intact
+from aqven.research.findings.writing import render_findings_md, write_finding
 from conftest import aqven, cli_env
 from test_series_kit import (
     attempts,

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from aqven.project.split import side_of
-from aqven.research.experiments.workspace import check_workspace
+from aqven.research.diagnostics.workspace import check_workspace
 from test_series_kit import PACKAGE, case_names, client_for, settle, start, write_tiny
 
 JUDGE_AGENT = """\

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from soak_faults import EXPERIMENT, write_project
 
 from aqven.project.loader import load_project
-from aqven.research.experiments.workspace import check_workspace
+from aqven.research.diagnostics.workspace import check_workspace
 from conftest import api_client, aqven, cli_env
 
 CODE_RE = re.compile(r"^[EW]_[A-Z0-9_]+$")

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from soak_faults import write_project
 
-from aqven.research.experiments.workspace import check_workspace
+from aqven.research.diagnostics.workspace import check_workspace
 from conftest import api_client
 
 FLOW = "flows/answer/flow.yaml"

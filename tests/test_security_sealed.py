@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from aqven.project.split import side_of
-from aqven.research.experiments.workspace import check_workspace
+from aqven.research.diagnostics.workspace import check_workspace
 from aqven.research.holdout import HELD_OUT_RUN_SQL
 from test_mcp_support import held_out, names, tiny_cases
 from test_mcp_support import write_tiny as write_mcp_tiny

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from aqven.research.experiments.workspace import check_workspace
+from aqven.research.diagnostics.workspace import check_workspace
 from test_series_kit import (
     RATE_EXPERIMENT,
     case_names,

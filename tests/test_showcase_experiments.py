@@ -24,7 +24,8 @@ from aqven.project.loader import Project, load_project
 from aqven.project.schema import CodeNode
 from aqven.project.split import side_of
 from aqven.research.experiments import schema as es
-from aqven.research.experiments.loading import ExperimentSource, load_experiments, selected_cases, variant_patch
+from aqven.research.experiments.loading import load_experiments, selected_cases, variant_patch
+from aqven.research.experiments.schema import ExperimentSource
 from aqven.store.db import Database
 from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore
@@ -89,7 +90,7 @@ def test_exactly_the_five_experiments_load_without_diagnostics(
 def test_check_experiment_finds_no_errors(project: Project, experiments: dict[str, ExperimentSource]) -> None:
     if importlib.util.find_spec("aqven.research.checks.scoring") is None:
         pytest.skip("aqven.research.checks.scoring (check_spec_problems) is not written yet; check_experiment needs it")
-    from aqven.research.experiments.loading import check_experiment
+    from aqven.research.diagnostics.experiments import check_experiment
 
     for exp_id, exp in experiments.items():
         problems = [d for d in check_experiment(project, exp, experiments) if d.severity == "error"]

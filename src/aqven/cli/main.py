@@ -78,7 +78,7 @@ def check(
 ) -> None:
     """Validate the project's files; exit 1 on errors."""
     from aqven.cli.gate import github_annotation
-    from aqven.research.experiments.workspace import check_workspace
+    from aqven.research.diagnostics.workspace import check_workspace
 
     where = project_root(root)
     _ws, diagnostics = check_workspace(where)

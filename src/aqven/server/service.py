@@ -22,7 +22,7 @@ from aqven.project.local import simulate_enabled
 from aqven.project.paths import DB_FILE, state_dir
 from aqven.project.schema import Case
 from aqven.research.experiments.workspace import Workspace
-from aqven.research.findings.records import regenerate
+from aqven.research.findings.writing import regenerate
 from aqven.research.holdout import check_case, check_run
 from aqven.research.series.service import SeriesService
 from aqven.store.db import Database

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
@@ -78,6 +79,15 @@ class SeriesRow(BaseModel):
     sim_seed: int | None = None
     # What a held-out series shows while it runs: its numbers as of the last coarse step (series_view.py).
     sealed_view: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
+
+
+DECIDED_EARLY: Final[str] = "decided_early"
+"""The series' stop_reason once a look of its confidence sequence decided the verdict."""
+
+
+def active_now(s: SeriesRow) -> float:
+    """Seconds the series has spent running (pauses and server downtime excluded)."""
+    return s.active_seconds + (time.time() - s.active_since if s.active_since is not None else 0.0)
 
 
 @dataclass(slots=True)

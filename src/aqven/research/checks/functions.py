@@ -19,11 +19,11 @@ from typing import Any, Final
 from aqven.errors import ProjectError
 from aqven.models.outcomes import CODE_ERROR
 from aqven.project.loader import Project
-from aqven.project.paths import inside, is_file, rel
-from aqven.project.pycode import load_function, parse_ref
+from aqven.project.paths import rel
+from aqven.project.pycode import load_function
 from aqven.research.checks.result import AttemptView, CheckResult, error_result, scored_result
-from aqven.research.experiments.loading import ExperimentSource
-from aqven.research.experiments.schema import CheckSpec
+from aqven.research.experiments.files import function_file
+from aqven.research.experiments.schema import CheckSpec, ExperimentSource
 
 #: What a check function may ask for, by parameter name.
 ARGUMENTS: Final[dict[str, str]] = {
@@ -35,31 +35,6 @@ ARGUMENTS: Final[dict[str, str]] = {
     "attempt": "the AttemptView: output, status, error_code, outcome, case, cost_usd, latency_s, run_id",
 }
 DICT_KEYS: Final = frozenset({"passed", "score", "reason"})
-
-
-def function_file(project: Project, exp: ExperimentSource, ref: str) -> tuple[Path, str]:
-    """The file and function name of ``file.py:fn``: the experiment folder first, then the project root.
-
-    Raises `ProjectError` (`E_PATH_OUTSIDE_PROJECT`, `E_PATH_INVALID`, `E_FILE_MISSING`).
-    """
-    relative, name = parse_ref(ref)
-    refused: ProjectError | None = None
-    for base in (exp.folder, project.root):
-        try:
-            path = inside(project.root, base, relative, file=exp.file)
-        except ProjectError as exc:
-            refused = refused or exc
-            continue
-        if is_file(path):
-            return path, name
-    if refused is not None:
-        raise refused
-    raise ProjectError(
-        f"check function file {relative!r} exists neither in {rel(project.root, exp.folder)}/ nor in the project root",
-        code="E_FILE_MISSING",
-        file=exp.file,
-        hint=f"create {relative} in the project root (shared checks) or in {rel(project.root, exp.folder)}/",
-    )
 
 
 def arguments_of(fn: Callable[..., Any], values: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:

@@ -12,7 +12,6 @@ that could not be asked (no key, provider down, no simulator) is an infrastructu
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Any, Final
 
 from aqven.engine.template import render
@@ -20,10 +19,9 @@ from aqven.errors import ProjectError
 from aqven.models.call import CallResult, ModelCall, call_model
 from aqven.models.outcomes import CODE_ERROR, ModelCallError
 from aqven.project.loader import Project
-from aqven.project.paths import inside, is_file, rel
 from aqven.research.checks.result import ZERO, AttemptView, CheckResult, error_result
-from aqven.research.experiments.loading import ExperimentSource
-from aqven.research.experiments.schema import CheckSpec
+from aqven.research.experiments.files import rubric_file
+from aqven.research.experiments.schema import CheckSpec, ExperimentSource
 
 #: The names a rubric may read.
 RUBRIC_NAMES: Final = ("output", "input", "expected_output", "context")
@@ -51,19 +49,6 @@ def judge_node_id(check_id: str) -> str:
 def judge_seed(seed: int, check_id: str) -> int:
     """The seed of a judge call: the attempt's seed mixed with the check id (as the engine does per node)."""
     return int(hashlib.sha256(f"{seed}:check:{check_id}".encode()).hexdigest()[:12], 16)
-
-
-def rubric_file(project: Project, exp: ExperimentSource, rubric: str) -> Path:
-    """The rubric's path (relative to the experiment folder); `ProjectError` when outside or missing."""
-    path = inside(project.root, exp.folder, rubric, file=exp.file)
-    if not is_file(path):
-        raise ProjectError(
-            f"rubric file {rel(project.root, path)!r} is missing",
-            code="E_FILE_MISSING",
-            file=exp.file,
-            hint=f"create {rel(project.root, path)} (rubrics are relative to the experiment folder)",
-        )
-    return path
 
 
 def rubric_values(attempt: AttemptView) -> dict[str, Any]:

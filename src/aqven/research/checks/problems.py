@@ -21,10 +21,11 @@ from aqven.project.loader import Project
 from aqven.project.pycode import load_function
 from aqven.project.types import describe, schema_at
 from aqven.research.checks.builtin import BUILTIN_PARAMS, MISSING, field_path, value_at
-from aqven.research.checks.functions import ARGUMENTS, function_file, signature_problem
-from aqven.research.checks.judges import RUBRIC_NAMES, rubric_file
-from aqven.research.experiments.loading import ExperimentSource, selected_cases
-from aqven.research.experiments.schema import CheckSpec
+from aqven.research.checks.functions import ARGUMENTS, signature_problem
+from aqven.research.checks.judges import RUBRIC_NAMES
+from aqven.research.experiments.files import function_file, rubric_file
+from aqven.research.experiments.loading import selected_cases
+from aqven.research.experiments.schema import CheckSpec, ExperimentSource
 
 Problem = tuple[str, str, str]
 

@@ -25,8 +25,7 @@ from aqven.research.checks.functions import ARGUMENTS, interpret, score_function
 from aqven.research.checks.judges import PASS_FAIL_SCHEMA, RUBRIC_NAMES, SCORE_SCHEMA, judge_schema, score_judge
 from aqven.research.checks.problems import check_spec_problems, subject_output_schema
 from aqven.research.checks.result import AttemptView, CheckResult, error_result
-from aqven.research.experiments.loading import ExperimentSource
-from aqven.research.experiments.schema import CheckSpec
+from aqven.research.experiments.schema import CheckSpec, ExperimentSource
 
 __all__ = [
     "ARGUMENTS",

@@ -12,6 +12,7 @@ from aqven.engine.runner import needed_above
 from aqven.project.conform import violation
 from aqven.project.diagnostics import Diagnostic
 from aqven.project.loader import Project
+from aqven.research.experiments.loading import selected_cases
 from aqven.research.experiments.schema import Experiment
 
 CASE_CODES = ("E_CASE_INPUT", "E_CASE_NODE_OUTPUTS")
@@ -20,8 +21,6 @@ MAX_PER_EXPERIMENT = 20  # more bad cases of one experiment are counted in one l
 
 def check_cases(project: Project, experiment_id: str, spec: Experiment, flow: CompiledFlow) -> list[Diagnostic]:
     """E_CASE_INPUT / E_CASE_NODE_OUTPUTS for each selected case of the experiment that its subject cannot run."""
-    from aqven.research.experiments.loading import selected_cases
-
     dataset = project.datasets.get(spec.dataset.id)
     if dataset is None:
         return []

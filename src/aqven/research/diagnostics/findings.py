@@ -6,14 +6,9 @@ from typing import TYPE_CHECKING
 
 from aqven.project.diagnostics import Diagnostic
 from aqven.project.paths import link_outside, rel, within
-from aqven.research.findings.records import (
-    FINDINGS_MD,
-    read_findings,
-    read_findings_md,
-    render_findings_md,
-    split_hash,
-)
+from aqven.research.findings.records import FINDINGS_MD, read_findings, read_findings_md, split_hash
 from aqven.research.findings.verify import Verifier
+from aqven.research.findings.writing import render_findings_md
 
 if TYPE_CHECKING:
     from pathlib import Path

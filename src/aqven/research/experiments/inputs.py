@@ -15,8 +15,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aqven.engine.compile import compile_flow
 from aqven.errors import AqvenError
 from aqven.project.paths import rel, within
+from aqven.research.experiments.files import function_file
+from aqven.store.records import RunRequest
 
 if TYPE_CHECKING:
     from aqven.engine.compiled import CompiledFlow
@@ -97,9 +100,6 @@ def series_manifest(
 ) -> dict[str, str]:
     """{relative path: sha256} of the files a series of this subject and these variants runs, and, given its
     plan, `datasets/<id>#cases` for the content of its cases."""
-    from aqven.engine.compile import compile_flow
-    from aqven.store.records import RunRequest
-
     project = ws.project
     root = project.root
     bases: list[Path] = [root / "aqven.yaml"]
@@ -119,8 +119,6 @@ def series_manifest(
         exp = ws.experiments.get(experiment_id)
         bases.append(root / "experiments" / experiment_id)
         if exp is not None:
-            from aqven.research.checks.functions import function_file
-
             for check in exp.spec.checks:
                 if check.judge is not None:
                     agents.add(check.judge.agent)

@@ -1,12 +1,15 @@
-"""The typed form of `experiments/<id>/experiment.yaml`."""
+"""The typed form of `experiments/<id>/experiment.yaml`, and an experiment as loaded from its folder."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from aqven.project.loader import FlowSource
 from aqven.project.schema import ID_PATTERN
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=80)]
@@ -168,3 +171,17 @@ class Experiment(Strict):
     @property
     def variant_ids(self) -> list[str]:
         return [v.id for v in self.variants]
+
+
+@dataclass
+class ExperimentSource:
+    """An experiment as loaded: its spec, its folder and file, and the flows local to it."""
+
+    spec: Experiment
+    folder: Path
+    file: str
+    local_flows: dict[str, FlowSource] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.spec.id

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aqven.engine.check import check_project
 from aqven.engine.variant import FlowPatch
 from aqven.errors import NotFoundError
-from aqven.project.diagnostics import Diagnostic, sort_key
+from aqven.project.diagnostics import Diagnostic
 from aqven.project.loader import Project, load_project
 from aqven.project.schema import Case
-from aqven.research.experiments.loading import ExperimentSource, check_experiment, load_experiments, variant_patch
+from aqven.research.experiments.loading import load_experiments, variant_patch
+from aqven.research.experiments.schema import ExperimentSource
 from aqven.store.records import RunRequest
 
 
@@ -58,17 +58,3 @@ class Workspace:
         if request.experiment_id is None or request.variant_id is None:
             return None
         return variant_patch(self.project, self.experiment(request.experiment_id), request.variant_id)
-
-
-def check_workspace(root: Path) -> tuple[Workspace, list[Diagnostic]]:
-    """`aqven check`: project files, flows, experiments (and their findings)."""
-    from aqven.research.diagnostics.findings import check_findings
-
-    project, diagnostics = check_project(root)
-    ws = Workspace.of(project)  # the project check_project loaded: read the files once
-    diagnostics = list(diagnostics) + ws.load_diagnostics
-    for exp in ws.experiments.values():
-        diagnostics += check_experiment(ws.project, exp, ws.experiments)
-    diagnostics += check_findings(ws)
-    diagnostics.sort(key=sort_key)
-    return ws, diagnostics

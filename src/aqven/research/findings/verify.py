@@ -21,9 +21,11 @@ from aqven import ENGINE_VERSION
 from aqven.errors import NotFoundError
 from aqven.project.paths import DB_FILE, state_dir
 from aqven.research.findings.records import finding_key, is_intact, seal_matches
+from aqven.research.stats.series_verdict import compute_verdict
 from aqven.store.db import Database
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import ENDED, AttemptRow
+from aqven.store.series_tally import read_tally
 
 #: The fields of an attempt record a finding's digest covers (everything its verdict and spend rest on).
 DIGEST_FIELDS = (
@@ -133,9 +135,6 @@ class Verifier:
         evidence = data.get("evidence") or {}
         if (version >= 2 or evidence) and evidence.get("attempts_digest") != attempts_digest(attempts):
             return Verification(False, "the digest of its attempt records differs from the series' stored attempts")
-        from aqven.research.series.end import compute_verdict
-        from aqven.store.series_tally import read_tally
-
         scope = data.get("scope") or {}
         if scope.get("engine_version") == ENGINE_VERSION:
             ended = s if s.status in ENDED else s.model_copy(update={"status": "done"})

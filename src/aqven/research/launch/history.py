@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from aqven.research.experiments.inputs import manifest_hash, series_manifest, without_cases
-from aqven.research.experiments.loading import ExperimentSource
+from aqven.research.experiments.schema import ExperimentSource
 from aqven.research.experiments.workspace import Workspace
 from aqven.store.series import SeriesStore
 from aqven.store.series_tally import read_tally

@@ -6,8 +6,8 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from aqven.errors import AqvenError
-from aqven.research.experiments.loading import ExperimentSource, selected_cases
-from aqven.research.experiments.schema import MAX_REPEATS, Question
+from aqven.research.experiments.loading import selected_cases
+from aqven.research.experiments.schema import MAX_REPEATS, ExperimentSource, Question
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.launch.caps import ProjectCap, confirmed_project_cap, parse_cap
 from aqven.research.launch.early import expected_attempts

@@ -13,17 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any
 
 from aqven.models.outcomes import PROVIDER_RATE_LIMITED
 from aqven.research.stats.sequential import SequenceView, look_lengths
 from aqven.store.series import SeriesStore
-from aqven.store.series_records import SeriesRow
+from aqven.store.series_records import DECIDED_EARLY, SeriesRow
 
 __all__ = ["DECIDED_EARLY", "EarlyStop", "early_stop_record", "sequence_view"]
-
-DECIDED_EARLY: Final[str] = "decided_early"
-"""The series' stop_reason once a look of its confidence sequence decided the verdict."""
 
 
 def sequence_view(store: SeriesStore, s: SeriesRow) -> SequenceView:

@@ -1,4 +1,4 @@
-"""The end of a series: its verdict (provisional while it runs), its status, and its finding."""
+"""The end of a series: its status, its final verdict (`aqven.research.stats.series_verdict`), and its finding."""
 
 from __future__ import annotations
 
@@ -9,99 +9,22 @@ from typing import Any
 
 from aqven import ENGINE_VERSION
 from aqven.research.experiments.inputs import manifest_hash, plan_manifest
-from aqven.research.experiments.loading import ExperimentSource, human_labels
+from aqven.research.experiments.loading import human_labels
+from aqven.research.experiments.schema import ExperimentSource
 from aqven.research.experiments.workspace import Workspace
-from aqven.research.findings.records import FINDING_VERSION, split_hash, write_finding
+from aqven.research.findings.records import FINDING_VERSION, split_hash
 from aqven.research.findings.verify import attempts_digest
+from aqven.research.findings.writing import write_finding
 from aqven.research.holdout import series_error
-from aqven.research.series.early import DECIDED_EARLY, early_stop_record, sequence_view
+from aqven.research.series.early import early_stop_record, sequence_view
 from aqven.research.series.reads import held_out_reads
-from aqven.research.stats.judge_correction import JudgeAccuracy, JudgeCorrection, agreement_record
-from aqven.research.stats.sequential import SequenceView
-from aqven.research.stats.verdict import CaseCell, QuestionSpec, Scope, decide, invalid_reason_for
+from aqven.research.stats.judge_correction import agreement_record
+from aqven.research.stats.series_verdict import case_cells, compute_verdict
 from aqven.store.approvals import approvals_of
 from aqven.store.runs import RunStore, now_iso
 from aqven.store.series import SeriesStore
-from aqven.store.series_records import AttemptRow, SeriesRow
+from aqven.store.series_records import AttemptRow, SeriesRow, active_now
 from aqven.store.series_tally import COUNTED, SeriesTally, read_tally
-
-
-def case_cells(s: SeriesRow, tally: SeriesTally) -> dict[str, list[CaseCell]]:
-    """Per variant, per case (in plan order): (case, passes, counted attempts)."""
-    out: dict[str, list[CaseCell]] = {}
-    for v in s.plan.variants:
-        mine = tally.cells.get(v, {})
-        out[v] = [(c, mine[c][0], mine[c][1]) for c in s.plan.cases if c in mine]
-    return out
-
-
-def compute_verdict(
-    s: SeriesRow,
-    tally: SeriesTally,
-    *,
-    provisional: bool,
-    inputs_changed: bool = False,
-    sequence: SequenceView | None = None,
-) -> dict[str, Any] | None:
-    """The verdict of a series from its tallies; a stop_early series' from its confidence ``sequence``."""
-    q = s.plan.question
-    if s.kind == "look" or q.get("kind") == "look":
-        return None
-    total = tally.total
-    reason = invalid_reason_for(
-        cancelled=s.status == "cancelled",
-        stopped_at_cap=s.stop_reason == "stopped_at_cap",
-        inputs_changed=inputs_changed,
-        infra_errors=total.infra_errors,
-        attempts=total.done,
-    )
-    if provisional and reason == "infra_errors" and total.done < 20:
-        reason = None  # too early to call a handful of errors more than 5%
-    question = QuestionSpec(
-        kind=q["kind"],
-        metric=q.get("metric") or "",
-        bound=q.get("bound"),
-        direction=q.get("direction", "at_least"),
-        margin=float(q.get("margin") or 0.0),
-        baseline=q.get("baseline"),
-        variant=q.get("variant"),
-    )
-    cells = case_cells(s, tally)
-    if provisional and not any(n for rows in cells.values() for _c, _p, n in rows):
-        return None  # nothing counted yet: no provisional verdict to show
-    counted_cases = {c for rows in cells.values() for c, _p, n in rows if n}
-    if sequence is not None:
-        counted_cases &= set(sequence.prefix)
-    stopped_early = None
-    if s.stop_reason == DECIDED_EARLY and not provisional:
-        stopped_early = (tally.total.done, tally.total.attempts)
-    scope = Scope(
-        cases=len(counted_cases) or len(s.plan.cases),
-        repeats=s.plan.repeats,
-        on="holdout" if s.on == "holdout" else "dev",
-        simulated=s.simulated,
-        stopped_early=stopped_early,
-    )
-    verdict = decide(
-        question,
-        cells,
-        on=scope.on,
-        judge_unvalidated=s.plan.judge_unvalidated,
-        invalid_reason=reason,
-        provisional=provisional,
-        scope=scope,
-        judge=_judge(s, tally),
-        sequence=sequence,
-    ).to_json()
-    judge = s.plan.judge or {}
-    if s.plan.judge_unvalidated and judge.get("validated_by"):
-        # The judge names what validates it, but that experiment has no confirmed finding yet: say so, not
-        # "without validated_by" (which is not what happened).
-        verdict["text"] = verdict["text"].replace(
-            "judge without validated_by",
-            f"judge whose validated_by {judge['validated_by']} has no confirmed finding yet",
-        )
-    return verdict
 
 
 def inputs_changed(ws: Workspace, s: SeriesRow, done: list[AttemptRow]) -> bool:
@@ -112,13 +35,6 @@ def inputs_changed(ws: Workspace, s: SeriesRow, done: list[AttemptRow]) -> bool:
     return manifest_hash(plan_manifest(ws, s.plan, s.experiment_id, simulated=s.simulated)) != s.inputs_hash
 
 
-def _judge(s: SeriesRow, tally: SeriesTally) -> JudgeCorrection | None:
-    """The judge correction the series fixed at its start (a validated pass/fail judge with measured accuracy)."""
-    if not s.plan.judge_correction or s.plan.judge_unvalidated:
-        return None
-    return JudgeCorrection(JudgeAccuracy.from_json(s.plan.judge_correction), tally.model_failed)
-
-
 def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) -> SeriesRow:
     """Decide a series whose attempts are all finished (or that was cancelled), and write its finding."""
     s = store.get(series_id)
@@ -127,8 +43,6 @@ def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) 
     infra = [a for a in done if a.outcome == "infra"]
     fields: dict[str, Any] = {"ended_at": now_iso(), "active_since": None}
     if s.active_since is not None:
-        from aqven.research.series.runner import active_now
-
         fields["active_seconds"] = active_now(s)
     changed = inputs_changed(ws, s, done)
     status: str = "cancelled" if s.status == "cancelled" else "done"

@@ -9,6 +9,7 @@ cancelled, failed; on how many cases), which FINDINGS.md shows in full.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aqven.research.experiments.loading import selected_cases
@@ -27,8 +28,6 @@ _READ = (
 def held_out_reads(store: SeriesStore, experiment_id: str) -> list[dict[str, Any]]:
     """The experiment's held-out series that read at least one case, oldest first: id, status, cases read,
     when, and the verdict once decided."""
-    import json
-
     out = []
     for r in store.db.query(_READ, (experiment_id,)):
         verdict = json.loads(r["verdict"]) if r["verdict"] else None

@@ -26,12 +26,18 @@ from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError
 from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
 from aqven.project.schema import Case
+from aqven.research.checks.scoring import AttemptView, score_checks
+from aqven.research.experiments.inputs import attempt_inputs_hash
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.series.early import DECIDED_EARLY, EarlyStop, sequence_view
+from aqven.research.series.end import finalize
 from aqven.research.series.start import request_for
+from aqven.research.series.view import is_sealed, refresh_sealed_view
+from aqven.research.stats.series_verdict import compute_verdict
 from aqven.store.runs import RunStore, new_id, now_iso
 from aqven.store.series import SeriesStore
-from aqven.store.series_records import AttemptRow, SeriesRow
+from aqven.store.series_records import AttemptRow, SeriesRow, active_now
+from aqven.store.series_tally import read_tally
 
 log = logging.getLogger("aqven.series")
 
@@ -42,11 +48,6 @@ class _EndNotWritten(Exception):
 
 PAUSE_AT = Decimal("0.9")
 RATE_LIMITED = PROVIDER_RATE_LIMITED
-
-
-def active_now(s: SeriesRow) -> float:
-    """Seconds the series has spent running (pauses and server downtime excluded)."""
-    return s.active_seconds + (time.time() - s.active_since if s.active_since is not None else 0.0)
 
 
 @dataclass
@@ -293,16 +294,11 @@ class SeriesRunner:
     def _coarse_step(self, s: SeriesRow, done: int) -> None:
         """A held-out series shows its numbers as of coarse steps only: store them when one is reached (at once,
         before another attempt can finish, so a step holds exactly the attempts finished by then)."""
-        from aqven.research.series.view import is_sealed, refresh_sealed_view
-
         if is_sealed(s):
             refresh_sealed_view(self.store.get(s.id), self.store, done=done)
 
     def _decided(self, s: SeriesRow) -> bool:
         """A look of a stop_early series' confidence sequence: True when it decides the verdict."""
-        from aqven.research.series.end import compute_verdict  # series_end imports this module
-        from aqven.store.series_tally import read_tally
-
         view = sequence_view(self.store, s)
         verdict = compute_verdict(s, read_tally(self.store.db, s.id), provisional=True, sequence=view)
         if verdict is None:
@@ -446,8 +442,6 @@ class SeriesRunner:
         return "done", cost, outcome
 
     def _inputs_hash(self, s: SeriesRow, ws: Workspace) -> str:
-        from aqven.research.experiments.inputs import attempt_inputs_hash
-
         try:
             return attempt_inputs_hash(ws, s.id, s.plan, s.experiment_id, simulated=s.simulated)
         except Exception as exc:  # a file that vanished while it was read: the attempt's inputs are not the series'
@@ -456,8 +450,6 @@ class SeriesRunner:
     async def _score(self, s: SeriesRow, case: Case, record: Any, seed: int) -> list[Any]:
         if s.experiment_id is None:
             return []
-        from aqven.research.checks.scoring import AttemptView, score_checks
-
         ws = self._ws()
         exp = ws.experiment(s.experiment_id)
         latency = None
@@ -561,8 +553,6 @@ class SeriesRunner:
             )
 
     def _finalize(self, series_id: str) -> None:
-        from aqven.research.series.end import finalize
-
         finalize(self._ws(), self.store, self.runs, series_id)
 
     def now(self) -> str:

@@ -16,13 +16,13 @@ from aqven.research.launch.caps import check_ceiling, parse_cap
 from aqven.research.launch.plan import project_cap_state
 from aqven.research.series.end import finalize
 from aqven.research.series.reads import rereads
-from aqven.research.series.runner import SeriesRunner, active_now
+from aqven.research.series.runner import SeriesRunner
 from aqven.research.series.start import SeriesStartBody, prepare_series
 from aqven.research.series.view import snapshot
 from aqven.store.approvals import Approver, transition_recorded
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
-from aqven.store.series_records import ENDED
+from aqven.store.series_records import ENDED, active_now
 
 SETTLED = ("done", "cancelled", "failed", "awaiting_approval", "waiting_human")
 MAX_WAIT_S = 50.0

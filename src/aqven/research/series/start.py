@@ -12,17 +12,22 @@ from aqven.engine.compiled import CompiledFlow
 from aqven.engine.runner import Engine
 from aqven.errors import AqvenError, NotFoundError
 from aqven.project.local import simulate_enabled
+from aqven.project.paths import rel
 from aqven.project.schema import AgentSpec, Case
 from aqven.research.diagnostics.cases import CASE_CODES
+from aqven.research.diagnostics.workspace import check_workspace
 from aqven.research.experiments.inputs import manifest_hash, plan_manifest
-from aqven.research.experiments.loading import ExperimentSource, metric_check, selected_cases
-from aqven.research.experiments.schema import MAX_REPEATS, CheckSpec
-from aqven.research.experiments.workspace import Workspace, check_workspace
+from aqven.research.experiments.loading import metric_check, selected_cases
+from aqven.research.experiments.schema import MAX_REPEATS, CheckSpec, ExperimentSource
+from aqven.research.experiments.workspace import Workspace
+from aqven.research.findings.records import read_findings
+from aqven.research.findings.verify import Verifier
 from aqven.research.holdout import hide_problems
 from aqven.research.launch.caps import parse_cap
 from aqven.research.launch.history import dev_estimates
 from aqven.research.launch.plan import Side, launch_plan, project_cap, validate_counts
 from aqven.research.series.order import attempt_plan, draw_seed
+from aqven.research.stats.judge_correction import accuracy_of
 from aqven.store.records import RunRequest
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import LookSpec, SeriesPlan
@@ -320,11 +325,6 @@ def _judge_accuracy(ws: Workspace, judge: CheckSpec | None) -> dict[str, Any] | 
     verdict is then corrected for the judge's errors (`aqven.research.stats.judge_correction`)."""
     if judge is None or judge.judge is None or judge.judge.scale != "pass_fail" or not judge.validated_by:
         return None
-    from aqven.project.paths import rel
-    from aqven.research.findings.records import read_findings
-    from aqven.research.findings.verify import Verifier
-    from aqven.research.stats.judge_correction import accuracy_of
-
     best: tuple[str, dict[str, Any]] | None = None
     verifier = Verifier(ws.project.root)
     try:
@@ -358,9 +358,6 @@ def _validating_finding(ws: Workspace, validated_by: str | None) -> str | None:
     one that verifies (research/findings/verify.py); its file, or None."""
     if not validated_by:
         return None
-    from aqven.research.findings.records import read_findings
-    from aqven.research.findings.verify import Verifier
-
     verifier = Verifier(ws.project.root)
     best: tuple[str, str] | None = None  # (ended_at, file) of the newest
     try:

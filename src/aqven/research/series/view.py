@@ -14,12 +14,11 @@ from typing import Any
 from aqven.errors import NotFoundError
 from aqven.research.holdout import series_error_view
 from aqven.research.series.early import early_stop_record, sequence_view
-from aqven.research.series.end import compute_verdict
-from aqven.research.series.runner import active_now
+from aqven.research.stats.series_verdict import compute_verdict
 from aqven.store.approvals import approvals_of
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
-from aqven.store.series_records import ENDED, AttemptRow, SeriesRow
+from aqven.store.series_records import ENDED, AttemptRow, SeriesRow, active_now
 from aqven.store.series_tally import COUNTED, SeriesTally, read_tally
 
 ETA_WINDOW_S = 300.0

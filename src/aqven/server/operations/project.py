@@ -7,7 +7,7 @@ from typing import Any
 from aqven.engine.compile import FlowCompiler
 from aqven.engine.compiled import CompiledNode
 from aqven.errors import NotFoundError
-from aqven.research.experiments.workspace import check_workspace
+from aqven.research.diagnostics.workspace import check_workspace
 from aqven.research.launch.caps import confirm_project_cap, confirmed_project_cap
 from aqven.server.operations.models import (
     AgentItem,
