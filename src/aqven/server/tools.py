@@ -3,7 +3,8 @@
 Each tool is an async function over the project service that calls the application layer
 (`aqven.server.operations`) and answers a typed model; its name, docstring (the description an agent reads),
 parameters (the input schema) and return type (the output schema) are the declaration (`tool_registry`). To add
-a tool, add a function here with `@TOOLS.tool(...)`, a test, and a line in docs/architecture.md.
+a tool, add a function here with `@TOOLS.tool(...)`, its test, and a row in the tool table of
+docs/how-to/run-series-as-an-agent.md (docs/architecture.md, "How to add a tool").
 
 Rules every agent gets from here, whatever the transport:
 

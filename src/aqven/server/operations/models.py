@@ -357,22 +357,11 @@ class CaseRow(Open):
     variants: dict[str, CaseVariant]
 
 
-class SeriesOut(Open):
+class SeriesOut(SeriesSummary):
     """series_get: progress, spend against the cap, eta, the per-variant matrix, the verdict and, with
     include_cases, the working (dev) cases: failing first, at most 50; the rest counted in hidden_cases."""
 
-    series_id: str
-    kind: Literal["experiment", "look"]
-    experiment_id: str | None = None
-    on: str
-    status: SeriesStatus
-    simulated: bool
-    created_at: str
     ended_at: str | None = None
-    progress: Progress
-    spend: Spend
-    pause: dict[str, Any] | None = None
-    eta: Eta | None = None
     matrix: list[MatrixRow]
     verdict: Verdict | None = None
     error: dict[str, Any] | None = None
