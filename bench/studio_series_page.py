@@ -4,7 +4,8 @@ Builds the showcase project, fixes a real series of reply_noninferior_mistral on
 repeats × 2 variants = 10,000 attempts) through the real start path, fills its attempts with simulated outcomes
 straight in the database (running 10,000 attempts would take minutes and measures the scheduler, not the page),
 decides it with the real finalize, then spawns the project server and loads #/series/ID several times: from
-navigation until the matrix, the interval plot, the verdict and the case rows are drawn.
+navigation until the matrix, the interval plot, the verdict and the case rows are drawn (then the latency and
+cost table, which its own request reads).
 
     .venv/bin/python bench/studio_series_page.py [--loads 5] [--attempts 10000]
 """
@@ -141,6 +142,7 @@ def main() -> None:
                 size = len(r.read())
             print(f"GET /api/studio/series/{sid}: {(time.perf_counter() - t) * 1000:.0f} ms cold, {size // 1024} KiB")
             loads: list[float] = []
+            dists: list[float] = []
             fetches: list[float] = []
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -159,6 +161,8 @@ def main() -> None:
                     page.wait_for_selector("#cases tbody tr")
                     page.wait_for_selector("svg.plot")
                     loads.append(time.perf_counter() - start)
+                    page.wait_for_selector("#dist-table")  # latency and cost p50/p95: read apart, after the page
+                    dists.append(time.perf_counter() - start)
                     fetches.append(
                         page.evaluate(
                             "() => performance.getEntriesByType('resource')"
@@ -172,6 +176,10 @@ def main() -> None:
                 f"series page at {args.attempts:,} attempts: median {statistics.median(loads) * 1000:.0f} ms over "
                 f"{len(loads)} loads (each: {', '.join(f'{x * 1000:.0f}' for x in loads)} ms; {rows} case rows drawn; "
                 f"the series JSON took a median {statistics.median(fetches):.0f} ms of it)"
+            )
+            print(
+                "... with the latency and cost table (p50/p95 per variant):"
+                f" median {statistics.median(dists) * 1000:.0f} ms"
             )
         finally:
             proc.terminate()

@@ -85,11 +85,11 @@ export function distributionsSection(sn) {
   if (sn.on === 'holdout' && !ENDED.includes(sn.status)) return [];
   const box = h('div', { id: 'dist' });
   api(`/api/studio/series/${encodeURIComponent(sn.series_id)}/distributions`).then(d => {
-    if (!d.variants.some(v => v.latency_ms.n)) { replace(box); return; }
+    if (!d.variants.some(v => v.latency_ms.n || v.cost_usd.n)) { replace(box); return; }
     replace(box, h('h3', {}, 'Latency and cost per attempt'),
       h('div', { class: 'scroll' }, h('table', { id: 'dist-table' },
         h('thead', {}, h('tr', {}, ['variant', 'attempts', 'latency p50', 'latency p95', 'cost p50', 'cost p95'].map(t => h('th', { scope: 'col', class: t === 'variant' ? null : 'num' }, t)))),
-        h('tbody', {}, d.variants.map(v => h('tr', {}, h('th', { scope: 'row' }, v.variant), h('td', { class: 'num' }, v.latency_ms.n),
+        h('tbody', {}, d.variants.map(v => h('tr', {}, h('th', { scope: 'row' }, v.variant), h('td', { class: 'num' }, Math.max(v.latency_ms.n, v.cost_usd.n)),
           h('td', { class: 'num' }, ms(v.latency_ms.p50)), h('td', { class: 'num' }, ms(v.latency_ms.p95)),
           h('td', { class: 'num' }, fmt.money(v.cost_usd.p50)), h('td', { class: 'num' }, fmt.money(v.cost_usd.p95))))))));
   }).catch(err => replace(box, errorBox(err)));
