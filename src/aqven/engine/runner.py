@@ -19,6 +19,7 @@ from aqven.engine.compiled import CompiledFlow, CompiledNode
 from aqven.engine.template import render
 from aqven.engine.variant import FlowPatch
 from aqven.errors import AqvenError, ProjectError, RunInputError
+from aqven.models import gate
 from aqven.models.call import CallResult, ModelCall, call_model
 from aqven.models.outcomes import ModelCallError, outcome_class
 from aqven.project.bindings import Binding, bindings_in, parse_binding, resolve
@@ -358,7 +359,8 @@ class Engine:
                     self.runs.append_event(
                         run_id, "retry", path, {"code": exc.code, "attempt": attempt, "wait_s": wait}
                     )
-                    await asyncio.sleep(wait)
+                    async with gate.released():  # a series' other attempts run while this one waits
+                        await asyncio.sleep(wait)
                     continue
                 raise
             self.runs.add_usage(

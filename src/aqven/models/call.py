@@ -25,7 +25,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
-from aqven.models import wire
+from aqven.models import gate, wire
 from aqven.models.classify import Failure, classify, retry_events
 from aqven.models.lean import lean_plan, run_lean
 from aqven.models.outcomes import CODE_ERROR, CostSource, ModelCallError, redact_value, secret_values
@@ -197,11 +197,14 @@ async def call_model(call: ModelCall, on_event: EventSink | None = None, path: C
     output: Any = None
     messages: list[ModelMessage] = []
     try:
-        if chosen == "lean":
-            lean = lean_plan(plan, agent.output_mode, agent.system_prompt or None)
-            raw = await run_lean(model, lean, plan, call.prompt, model_settings(agent), agent.output_retries, messages)
-        else:
-            raw = await _run_agent(model, plan, call, messages)
+        async with gate.released():  # the exchange waits on the model: other attempts' CPU phases run meanwhile
+            if chosen == "lean":
+                lean = lean_plan(plan, agent.output_mode, agent.system_prompt or None)
+                raw = await run_lean(
+                    model, lean, plan, call.prompt, model_settings(agent), agent.output_retries, messages
+                )
+            else:
+                raw = await _run_agent(model, plan, call, messages)
         output = plan.unwrap(raw)
     except Exception as exc:  # classified here, outside the run, so no chained exception holds a key
         failure = classify(exc, state=state, agent=agent, messages=messages, simulated=call.simulate)

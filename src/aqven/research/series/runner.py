@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Any
 
 from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError
+from aqven.models.gate import CpuGate, held
 from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
 from aqven.project.schema import Case
 from aqven.research.checks.scoring import AttemptView, score_checks
@@ -81,6 +83,10 @@ class SeriesRunner:
         self._drivers: dict[str, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self.changed = asyncio.Condition()
+        # The CPU phases of all attempts take turns in FIFO order, released while an attempt waits on a model
+        # (aqven.models.gate): attempts started together would otherwise convoy. AQVEN_CPU_GATE=off turns it off
+        # (for bench/latency_bound.py's comparison).
+        self.gate: CpuGate | None = None if os.environ.get("AQVEN_CPU_GATE", "").lower() == "off" else CpuGate()
 
     # ---- control ----
 
@@ -263,6 +269,10 @@ class SeriesRunner:
 
     def _track(self, s: SeriesRow, attempt: AttemptRow, run_id: str, tally: _Tally) -> asyncio.Task[str]:
         async def run() -> str:
+            async with held(self.gate):
+                return await body()
+
+        async def body() -> str:
             try:
                 result, cost, outcome = await self._run_attempt(s, attempt, run_id)
             except Exception as exc:  # a bug in one attempt must not stop the series: it is an infrastructure error
