@@ -12,6 +12,7 @@ from aqven.research.checks.problems import check_spec_problems
 from aqven.research.diagnostics.cases import check_cases
 from aqven.research.experiments.loading import Assembly, human_labels, selected_cases
 from aqven.research.experiments.schema import ExperimentSource
+from aqven.research.stats.questions import DECIDING_KINDS, QUESTION_KINDS
 
 
 def check_experiment(
@@ -196,7 +197,7 @@ def _check_question(a: Assembly, exp: ExperimentSource) -> None:
                 ("question", key),
                 f"variants: {', '.join(spec.variant_ids)}",
             )
-    if q.kind in ("compare", "noninferior") and len(spec.variants) < 2:
+    if QUESTION_KINDS[q.kind].paired and len(spec.variants) < 2:
         a.err(
             "E_QUESTION_NEEDS_VARIANTS",
             f"a {q.kind} question needs at least two variants",
@@ -213,12 +214,12 @@ def _check_stop_early(a: Assembly, exp: ExperimentSource) -> None:
     spec = exp.spec
     if not spec.stop_early:
         return
-    if spec.question.kind == "look":
+    if not QUESTION_KINDS[spec.question.kind].decides:
         a.err(
             "E_STOP_EARLY_LOOK",
             "stop_early has nothing to decide on a look",
             ("stop_early",),
-            "remove stop_early, or ask a threshold, compare or noninferior question",
+            f"remove stop_early, or ask a {', '.join(DECIDING_KINDS[:-1])} or {DECIDING_KINDS[-1]} question",
         )
         return
     metric = spec.metrics.get(spec.question.metric or "")
@@ -239,7 +240,7 @@ def _check_agreement(a: Assembly, exp: ExperimentSource) -> None:
     agreement = spec.judge_agreement
     if agreement is None:
         return
-    if spec.question.kind != "threshold":
+    if not QUESTION_KINDS[spec.question.kind].agreement:
         a.err(
             "E_AGREEMENT_QUESTION",
             f"a judge-agreement experiment decides on a threshold of the agreement rate, not a {spec.question.kind}",

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from aqven.project.loader import FlowSource
 from aqven.project.schema import ID_PATTERN
+from aqven.research.stats.questions import QUESTION_KINDS, Direction, QuestionKind
 
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=80)]
 Rate = Annotated[float, Field(ge=0, le=1)]
@@ -121,24 +122,25 @@ class MetricSpec(Strict):
 
 
 class Question(Strict):
-    kind: Literal["look", "threshold", "compare", "noninferior"]
+    kind: QuestionKind
     metric: Identifier | None = None
     bound: Rate | None = None
-    direction: Literal["at_least", "at_most"] = "at_least"
+    direction: Direction = "at_least"
     margin: Annotated[float, Field(ge=0, le=1)] = 0.0
     baseline: Identifier | None = None
     variant: Identifier | None = None
 
     @model_validator(mode="after")
     def _fits_kind(self) -> Question:
-        if self.kind != "look" and not self.metric:
+        spec = QUESTION_KINDS[self.kind]
+        if spec.decides and not self.metric:
             raise ValueError(f"a {self.kind} question names the metric it decides on")
-        if self.kind == "threshold" and self.bound is None:
-            raise ValueError("a threshold question needs a bound (the rate to clear), e.g. bound: 0.97")
-        if self.kind in ("compare", "noninferior") and not self.baseline:
+        if spec.needs_bound and self.bound is None:
+            raise ValueError(f"a {self.kind} question needs a bound (the rate to clear), e.g. bound: 0.97")
+        if spec.paired and not self.baseline:
             raise ValueError(f"a {self.kind} question needs a baseline variant")
-        if self.kind == "noninferior" and self.margin <= 0:
-            raise ValueError("a noninferior question needs a margin above 0 (how much worse is still fine)")
+        if spec.needs_margin and self.margin <= 0:
+            raise ValueError(f"a {self.kind} question needs a margin above 0 (how much worse is still fine)")
         return self
 
 

@@ -16,6 +16,7 @@ from typing import Any, Final
 import numpy as np
 
 from aqven.research.stats.betting import sequence_interval_batch
+from aqven.research.stats.questions import is_paired
 from aqven.research.stats.sequential import look_lengths
 
 __all__ = ["expected_attempts"]
@@ -45,7 +46,7 @@ def expected_attempts(
     rng = np.random.default_rng(SEED)
     q = _case_rates(rng, rate, rho, cases)
     x = rng.binomial(repeats, q).astype(np.float64) / repeats
-    if kind in ("compare", "noninferior"):
+    if is_paired(kind):
         qb = np.clip(q + difference, 0.0, 1.0)
         xb = rng.binomial(repeats, qb).astype(np.float64) / repeats
         x = (1.0 + xb - x) / 2  # the per-case difference, mapped to [0, 1] as the sequence reads it

@@ -29,6 +29,7 @@ from typing import Final
 from aqven.research.experiments.inputs import manifest_hash, series_manifest, without_cases
 from aqven.research.experiments.schema import ExperimentSource
 from aqven.research.experiments.workspace import Workspace
+from aqven.research.stats.questions import QUESTION_KINDS, is_paired
 from aqven.store.series import SeriesStore
 from aqven.store.series_tally import read_tally
 
@@ -79,7 +80,7 @@ def dev_estimates(ws: Workspace, store: SeriesStore, exp: ExperimentSource, *, s
 def _deciding(exp: ExperimentSource, variants: Sequence[str]) -> tuple[str | None, list[str]]:
     """(baseline or None, the variants the question decides on), as the verdict picks them."""
     q = exp.spec.question
-    if q.kind in ("compare", "noninferior"):
+    if QUESTION_KINDS[q.kind].paired:
         base = q.baseline or variants[0]
         others = [q.variant] if q.variant else [v for v in variants if v != base]
         return base, [v for v in others if v in variants]
@@ -106,7 +107,7 @@ def estimates_from_cells(
     rhos = [r for r in (intra_case_correlation(cells[n]) for n in names) if r is not None]
     rho = sum(rhos) / len(rhos) if rhos else None
     cases = max(sum(1 for _y, r in cells[n] if r > 0) for n in names)
-    if base is None or kind not in ("compare", "noninferior"):
+    if base is None or not is_paired(kind):
         return DevEstimates(series_id, cases, attempts, rate, rho)
     diffs, betweens = [], []
     for other in others:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from aqven.errors import AqvenError
 from aqven.research.experiments.loading import selected_cases
@@ -13,6 +13,7 @@ from aqven.research.launch.caps import ProjectCap, confirmed_project_cap, parse_
 from aqven.research.launch.early import expected_attempts
 from aqven.research.launch.history import DevEstimates
 from aqven.research.stats import planning as launch_math
+from aqven.research.stats.questions import QUESTION_KINDS, decision_line, upward
 from aqven.research.stats.verdict import ALPHA
 
 Side = Literal["dev", "holdout"]
@@ -84,7 +85,7 @@ def launch_plan(
         "attempts": n * r * k,
         "available": len(available),
     }
-    if q.kind == "look" or n == 0:
+    if not QUESTION_KINDS[q.kind].decides or n == 0:
         plan.update({"half_width": None, "margin": q.margin, "recommended": None, "below_recommended": False})
     else:
         plan.update(_precision(spec.question, spec.variant_ids, n, r, len(available), estimates))
@@ -105,8 +106,8 @@ def _early(q: Question, plan: dict[str, Any], n: int, r: int, k: int) -> dict[st
     diffs = plan.get("planning_differences") or [0.0]
     out = expected_attempts(
         kind=q.kind,
-        line=_line(q),
-        at_least=q.kind != "threshold" or q.direction == "at_least",
+        line=decision_line(q),
+        at_least=upward(q),
         rate=plan["planning_rate"],
         rho=plan["planning_rho"],
         cases=n,
@@ -125,7 +126,7 @@ def _early(q: Question, plan: dict[str, Any], n: int, r: int, k: int) -> dict[st
 
 def comparisons_of(question: Question, variants: list[str]) -> int:
     """How many intervals the verdict decides on (the Bonferroni k): 1 for a threshold or a named variant."""
-    if question.kind not in ("compare", "noninferior") or question.variant:
+    if not QUESTION_KINDS[question.kind].paired or question.variant:
         return 1
     return max(len(variants) - 1, 1)
 
@@ -134,10 +135,10 @@ def _precision(
     q: Question, variants: list[str], n: int, r: int, available: int, est: DevEstimates | None
 ) -> dict[str, Any]:
     """half_width, recommended, below_recommended and the keys that say how they were planned."""
-    paired = q.kind in ("compare", "noninferior")
+    paired = QUESTION_KINDS[q.kind].paired
     k = comparisons_of(q, variants)
     z = launch_math.z_for(k)
-    bound = q.bound if q.kind == "threshold" else None
+    bound = q.bound if QUESTION_KINDS[q.kind].needs_bound else None
     rate = est.rate if est else launch_math.planning_rate(bound)
     rho = est.rho if est and est.rho is not None else launch_math.RHO
     between = est.rho_between if est and est.rho_between is not None else launch_math.RHO_BETWEEN
@@ -202,17 +203,12 @@ def _precision(
 
 def _every(q: Question) -> str:
     """What the zero-failure floor assumes of every case, in words."""
-    if q.kind == "noninferior":
+    floor = QUESTION_KINDS[q.kind].floor
+    if floor == "agree":
         return "the variants agreed on every one"
-    return f"every one {'passed' if q.direction == 'at_least' else 'failed'}"
-
-
-def _line(q: Question) -> float:
-    """The decision line the interval must clear: b ± m for a threshold, ±m for a paired question."""
-    if q.kind == "threshold":
-        assert q.bound is not None
-        return q.bound + q.margin if q.direction == "at_least" else q.bound - q.margin
-    return q.margin if q.kind == "compare" else -q.margin
+    if floor == "all" or floor is None:
+        return f"every one {'passed' if q.direction == 'at_least' else 'failed'}"
+    assert_never(floor)
 
 
 def _power(
@@ -228,7 +224,7 @@ def _power(
     """Cases for 80% power: a series of that many decides (confirms or refutes) 8 times in 10 when the
     truth is the planning rate (threshold) or the planning difference (paired; the comparison nearest its
     line, when there are several)."""
-    line = _line(q)
+    line = decision_line(q)
     paired = differences is not None
     truths = differences if differences is not None else [rate]
     truth = min(truths, key=lambda t: abs(t - line))
@@ -243,7 +239,7 @@ def _power(
         return out
     need = launch_math.cases_for_power(rate, r, distance, POWER, rho, paired=paired, rho_between=between, z=z)
     above = truth > line
-    confirms = above if (q.kind != "threshold" or q.direction == "at_least") else not above
+    confirms = above if upward(q) else not above
     decides = "confirmed" if confirms else "refuted"
     out.update({"cases": need, "decides": decides})
     out["text"] = (
@@ -258,7 +254,10 @@ def _zero_failure_floor(q: Question, comparisons: int = 1) -> dict[str, Any] | N
     interval can clear the line at all. Noninferior: the cases on which the variants must agree every time
     before the difference can clear −m (a share of about 3.7/n of cases that B breaks outright could hide
     in any sample of n). None for compare, whose line a sample of agreeing cases never clears."""
-    if q.kind == "noninferior":
+    floor = QUESTION_KINDS[q.kind].floor
+    if floor is None:
+        return None
+    if floor == "agree":
         if q.margin <= 0:
             return None
         cases = launch_math.zero_failure_cases(1 - q.margin, ALPHA / 2 / comparisons)
@@ -267,9 +266,9 @@ def _zero_failure_floor(q: Question, comparisons: int = 1) -> dict[str, Any] | N
             f"one: no interval valid for every population puts the difference above {-q.margin:g} on fewer"
         )
         return {"cases": cases, "line": -q.margin, "all": "agree", "text": text}
-    if q.kind != "threshold":
-        return None
-    line = _line(q)
+    if floor != "all":
+        assert_never(floor)
+    line = decision_line(q)
     at_least = q.direction == "at_least"
     # At most: an upper bound on n cases that all failed is at least 1 − 0.025^(1/n), the mirror image.
     cases = launch_math.zero_failure_cases(line) if at_least else launch_math.zero_failure_cases(1 - line)

@@ -19,6 +19,7 @@ from aqven.research.holdout import series_error
 from aqven.research.series.early import early_stop_record, sequence_view
 from aqven.research.series.reads import held_out_reads
 from aqven.research.stats.judge_correction import agreement_record
+from aqven.research.stats.questions import QUESTION_KINDS
 from aqven.research.stats.series_verdict import case_cells, compute_verdict
 from aqven.store.approvals import approvals_of
 from aqven.store.runs import RunStore, now_iso
@@ -179,7 +180,7 @@ def finding_data(
 def _agreement(ws: Workspace, exp: ExperimentSource, s: SeriesRow, tally: SeriesTally) -> dict[str, Any]:
     """A judge-agreement experiment's finding records the judge's sensitivity and specificity (issue 10)."""
     agreement = exp.spec.judge_agreement
-    if agreement is None or exp.spec.question.kind != "threshold":
+    if agreement is None or not QUESTION_KINDS[exp.spec.question.kind].agreement:
         return {}
     variant = exp.spec.question.variant or s.plan.variants[0]
     cells = case_cells(s, tally).get(variant, [])

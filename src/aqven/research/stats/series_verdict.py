@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from aqven.research.stats.judge_correction import JudgeAccuracy, JudgeCorrection
+from aqven.research.stats.questions import QUESTION_KINDS
 from aqven.research.stats.sequential import SequenceView
 from aqven.research.stats.verdict import CaseCell, QuestionSpec, Scope, decide, invalid_reason_for
 from aqven.store.series_records import DECIDED_EARLY, SeriesRow
@@ -32,7 +33,8 @@ def compute_verdict(
 ) -> dict[str, Any] | None:
     """The verdict of a series from its tallies; a stop_early series' from its confidence ``sequence``."""
     q = s.plan.question
-    if s.kind == "look" or q.get("kind") == "look":
+    kind = QUESTION_KINDS.get(str(q.get("kind")))
+    if s.kind == "look" or (kind is not None and not kind.decides):
         return None
     total = tally.total
     reason = invalid_reason_for(

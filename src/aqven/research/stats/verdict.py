@@ -66,6 +66,7 @@ from aqven.research.stats.judge_correction import (
     corrected_bounds,
     limit_half_width,
 )
+from aqven.research.stats.questions import QUESTION_KINDS, Decision, Direction, QuestionKind, classify, kind_of
 from aqven.research.stats.sequential import SequenceView, sequence_difference, sequence_rate
 
 __all__ = [
@@ -88,11 +89,8 @@ __all__ = [
 ]
 
 VerdictName = Literal["confirmed", "refuted", "inconclusive", "signal", "invalid"]
-Decision = Literal["confirmed", "refuted", "inconclusive"]
 InvalidReason = Literal["cancelled", "stopped_at_cap", "inputs_changed", "infra_errors", "no_data"]
 SignalReason = Literal["dev_cases", "judge_unvalidated"]
-QuestionKind = Literal["threshold", "compare", "noninferior"]
-Direction = Literal["at_least", "at_most"]
 On = Literal["dev", "holdout"]
 
 INVALID_REASONS: Final[tuple[str, ...]] = get_args(InvalidReason)
@@ -217,19 +215,6 @@ class Verdict:
 # ---- the table ------------------------------------------------------------------------------------
 
 
-def classify(question: QuestionSpec, low: float, high: float) -> Decision:
-    """The verdict table for one interval ``[low, high]`` (a rate, or a difference B − A)."""
-    m = question.margin
-    if question.kind == "threshold":
-        b = _bound(question)
-        if question.direction == "at_least":
-            return "confirmed" if low > b + m else "refuted" if high <= b + m else "inconclusive"
-        return "confirmed" if high < b - m else "refuted" if low >= b - m else "inconclusive"
-    if question.kind == "compare":
-        return "confirmed" if low > m else "refuted" if high <= m else "inconclusive"
-    return "confirmed" if low > -m else "refuted" if high <= -m else "inconclusive"
-
-
 def invalid_reason_for(
     *,
     cancelled: bool = False,
@@ -337,13 +322,14 @@ def decide(
 
 
 def _validate(question: QuestionSpec, cells: Mapping[str, Sequence[CaseCell]], on: On, scope: Scope) -> None:
-    if question.kind not in ("threshold", "compare", "noninferior"):
+    spec = QUESTION_KINDS.get(question.kind)
+    if spec is None or not spec.decides:
         raise ValueError(f"a {question.kind!r} question has no verdict")
     if question.direction not in ("at_least", "at_most"):
         raise ValueError(f"direction must be at_least or at_most, not {question.direction!r}")
     if not (question.margin >= 0 and math.isfinite(question.margin)):
         raise ValueError(f"margin must be a number ≥ 0, not {question.margin}")
-    if question.kind == "threshold":
+    if spec.needs_bound:
         _bound(question)
     if scope.on != on:
         raise ValueError(f"scope.on {scope.on!r} differs from on {on!r}")
@@ -353,7 +339,7 @@ def _validate(question: QuestionSpec, cells: Mapping[str, Sequence[CaseCell]], o
         value = getattr(question, key)
         if value is not None and value not in cells:
             raise ValueError(f"question.{key} {value!r} is not a variant of the series")
-    if question.kind != "threshold":
+    if spec.paired:
         others = [v for v in cells if v != _baseline(question, cells)]
         if not others or question.variant == _baseline(question, cells):
             raise ValueError(f"a {question.kind} question needs a variant other than its baseline")
@@ -363,7 +349,7 @@ def _intervals(
     question: QuestionSpec, cells: Mapping[str, Sequence[CaseCell]], judge: JudgeCorrection | None = None
 ) -> list[Comparison]:
     """The deciding intervals; raises `NoData` when one of them has nothing to stand on."""
-    if question.kind == "threshold":
+    if not kind_of(question).paired:
         target = question.variant or next(iter(cells))
         tallies = _tallies(cells[target])
         fixed = None
@@ -399,7 +385,7 @@ def _sequence_intervals(
     def along(variant: str) -> list[tuple[float, int]]:
         return [merged[variant].get(name, (0.0, 0)) for name in view.prefix]
 
-    if question.kind == "threshold":
+    if not kind_of(question).paired:
         target = question.variant or next(iter(cells))
         tallies = along(target)
         means = [y / r if r else 0.0 for y, r in tallies]
@@ -593,31 +579,28 @@ def sentence(
 
 
 def _claim(q: QuestionSpec, c: Comparison) -> str:
-    """What one interval says, in words, with its numbers."""
+    """What one interval says, in words, with its numbers (the kind's claim templates, `questions.py`)."""
+    spec = kind_of(q)
     i = c.interval
     ci = f"{_pct(c.level)} CI"
-    if q.kind == "threshold":
+    words: dict[str, str | None] = {
+        "metric": q.metric,
+        "variant": c.variant,
+        "baseline": c.baseline,
+        "by": f" by more than {_num(q.margin)}" if q.margin else "",
+        "or_more": f" by {_num(q.margin)} or more" if q.margin else "",
+        "nums": f"(difference {_diff(i.estimate)}, {ci} {_diff(i.low)} to {_diff(i.high)})",
+    }
+    if spec.needs_bound:
         b, m = _num(_bound(q)), q.margin
-        line = f"{b} + {_num(m)}" if q.direction == "at_least" and m else f"{b} − {_num(m)}" if m else b
-        side = "above" if q.direction == "at_least" else "below"
-        head = f"the {q.metric} rate of {c.variant} is {_rate(i.estimate)} ({ci} {_rate(i.low)} to {_rate(i.high)})"
-        if c.decision == "confirmed":
-            return f"{head}, {side} {line}"
-        if c.decision == "refuted":
-            return f"{head}, not {side} {line}"
-        return f"{head}, which straddles {line}"
-    by = f" by more than {_num(q.margin)}" if q.margin else ""
-    nums = f"(difference {_diff(i.estimate)}, {ci} {_diff(i.low)} to {_diff(i.high)})"
-    base = c.baseline
-    if q.kind == "compare":
-        yes, no = f"{c.variant} beats {base} on {q.metric}{by}", f"{c.variant} does not beat {base} on {q.metric}{by}"
-        open_ = f"whether {c.variant} beats {base} on {q.metric}{by} is open"
-    else:
-        yes = f"{c.variant} is not worse than {base} on {q.metric}{by}"
-        no = f"{c.variant} is worse than {base} on {q.metric}" + (f" by {_num(q.margin)} or more" if q.margin else "")
-        open_ = f"whether {c.variant} is worse than {base} on {q.metric}{by} is open"
-    words = {"confirmed": yes, "refuted": no, "inconclusive": open_}[c.decision]
-    return f"{words} {nums}"
+        words["line"] = f"{b} + {_num(m)}" if q.direction == "at_least" and m else f"{b} − {_num(m)}" if m else b
+        words["side"] = "above" if q.direction == "at_least" else "below"
+        words["head"] = (
+            f"the {q.metric} rate of {c.variant} is {_rate(i.estimate)} ({ci} {_rate(i.low)} to {_rate(i.high)})"
+        )
+    confirmed, refuted, open_ = spec.claims
+    template = {"confirmed": confirmed, "refuted": refuted, "inconclusive": open_}[c.decision]
+    return template.format(**words)
 
 
 def _corrected(fix: Corrected) -> str:
