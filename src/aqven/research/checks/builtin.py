@@ -11,30 +11,20 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, get_args
+
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
 
 from aqven.models.outcomes import MODEL_REFUSAL
 from aqven.project.bindings import pick
 from aqven.project.conform import violation
 from aqven.research.checks.result import AttemptView, CheckResult, passed_result, unscored_result
-from aqven.research.experiments.schema import CheckSpec
-
-#: The parameters each built-in reads (CheckSpec attribute names). Any other parameter given is unused.
-BUILTIN_PARAMS: Final[dict[str, frozenset[str]]] = {
-    "equals_expected": frozenset({"field"}),
-    "contains": frozenset({"field", "value", "case_sensitive"}),
-    "not_contains": frozenset({"field", "value", "case_sensitive"}),
-    "regex": frozenset({"field", "pattern", "case_sensitive"}),
-    "json_schema": frozenset({"field", "schema_"}),
-    "length": frozenset({"field", "min", "max"}),
-    "no_refusal": frozenset({"field"}),
-    "cost_at_most": frozenset({"usd"}),
-    "latency_at_most": frozenset({"seconds"}),
-}
-#: Built-ins that read the attempt, not its output: they are scored on failed runs as well.
-ATTEMPT_BUILTINS: Final = frozenset({"cost_at_most", "latency_at_most", "no_refusal"})
+from aqven.research.experiments.schema import BuiltinName, CheckSpec
 
 
 class _Missing:
@@ -130,9 +120,73 @@ def refusal_in(text: str) -> str | None:
     return None
 
 
+# ---- the registry ----------------------------------------------------------------------------------
+
+Problem = tuple[str, str, str]
+"""(code, message, hint) of one problem `aqven check` reports."""
+Scorer = Callable[[CheckSpec, AttemptView], CheckResult]
+
+
+def _no_problems(check: CheckSpec) -> list[Problem]:
+    return []
+
+
+@dataclass(frozen=True)
+class BuiltinCheck:
+    """One built-in: the parameters it reads (CheckSpec attribute names; any other given is unused), how it
+    scores an attempt, what `aqven check` finds wrong with its parameters, and whether it reads the attempt
+    rather than its output (then it is scored on failed runs as well)."""
+
+    name: str
+    params: frozenset[str]
+    score: Scorer
+    problems: Callable[[CheckSpec], list[Problem]] = _no_problems
+    reads_attempt: bool = False
+
+
+BUILTIN_CHECKS: Final[dict[str, BuiltinCheck]] = {}
+
+
+def builtin(
+    name: BuiltinName,
+    *,
+    params: Iterable[str],
+    problems: Callable[[CheckSpec], list[Problem]] = _no_problems,
+    reads_attempt: bool = False,
+) -> Callable[[Scorer], Scorer]:
+    """Register the decorated function as the scorer of the built-in `name` (its name in the schema's
+    `BuiltinName`; `aqven check` and scoring find it here)."""
+
+    def register(score: Scorer) -> Scorer:
+        if name in BUILTIN_CHECKS:
+            raise ValueError(f"built-in check {name!r} is registered twice")
+        BUILTIN_CHECKS[name] = BuiltinCheck(name, frozenset(params), score, problems, reads_attempt)
+        return score
+
+    return register
+
+
+def _params_problem(check: CheckSpec, message: str, hint: str) -> list[Problem]:
+    return [("E_CHECK_PARAMS", f"check {check.id!r}{message}", hint)]
+
+
+def schema_problem(schema: dict[str, Any]) -> str | None:
+    """Why `schema` is not a valid JSON Schema, or None."""
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path)
+        return f"{where}: {exc.message}" if where else exc.message
+    except Exception as exc:  # a schema jsonschema cannot even read
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 # ---- the built-ins ---------------------------------------------------------------------------------
 
 
+@builtin("equals_expected", params={"field"})
 def _equals_expected(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     expected_all = attempt.case.expected_output
     if expected_all is None:
@@ -150,6 +204,12 @@ def _equals_expected(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     return passed_result(check.id, False, f"{_where(check)} is {_short(got)}, expected {_short(expected)}")
 
 
+def _value_problems(check: CheckSpec) -> list[Problem]:
+    if check.value:
+        return []
+    return _params_problem(check, f" ({check.builtin}) needs a value to look for", 'add value: "text to find"')
+
+
 def _contains(check: CheckSpec, attempt: AttemptView, negate: bool) -> CheckResult:
     subject = value_at(attempt.output, check.field)
     if subject is MISSING:
@@ -164,6 +224,27 @@ def _contains(check: CheckSpec, attempt: AttemptView, negate: bool) -> CheckResu
     return passed_result(check.id, found, f"{_where(check)} {'contains' if found else 'does not contain'} {value!r}")
 
 
+@builtin("contains", params={"field", "value", "case_sensitive"}, problems=_value_problems)
+def _contains_value(check: CheckSpec, attempt: AttemptView) -> CheckResult:
+    return _contains(check, attempt, negate=False)
+
+
+@builtin("not_contains", params={"field", "value", "case_sensitive"}, problems=_value_problems)
+def _not_contains_value(check: CheckSpec, attempt: AttemptView) -> CheckResult:
+    return _contains(check, attempt, negate=True)
+
+
+def _regex_problems(check: CheckSpec) -> list[Problem]:
+    if not check.pattern:
+        return _params_problem(check, " (regex) needs a pattern", "add pattern: '...' (Python re syntax)")
+    try:
+        re.compile(check.pattern)
+    except re.error as exc:
+        return _params_problem(check, f": pattern {check.pattern!r} is not a valid regex: {exc}", "fix it")
+    return []
+
+
+@builtin("regex", params={"field", "pattern", "case_sensitive"}, problems=_regex_problems)
 def _regex(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     subject = value_at(attempt.output, check.field)
     if subject is MISSING:
@@ -175,6 +256,16 @@ def _regex(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     return passed_result(check.id, False, f"{_where(check)} does not match /{check.pattern}/")
 
 
+def _schema_problems(check: CheckSpec) -> list[Problem]:
+    if check.schema_ is None:
+        return _params_problem(check, " (json_schema) needs a schema", "add schema: {type: object, ...}")
+    problem = schema_problem(check.schema_)
+    if problem:
+        return _params_problem(check, f": schema is not a valid JSON Schema: {problem}", "fix the schema")
+    return []
+
+
+@builtin("json_schema", params={"field", "schema_"}, problems=_schema_problems)
 def _json_schema(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     subject = value_at(attempt.output, check.field)
     if subject is MISSING:
@@ -185,6 +276,15 @@ def _json_schema(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     return passed_result(check.id, False, f"{_where(check)} breaks the schema: {problem}")
 
 
+def _length_problems(check: CheckSpec) -> list[Problem]:
+    if check.min is None and check.max is None:
+        return _params_problem(check, " (length) needs min or max", "add min: N and/or max: N")
+    if check.min is not None and check.max is not None and check.min > check.max:
+        return _params_problem(check, f": min {check.min} is above max {check.max}", "swap them")
+    return []
+
+
+@builtin("length", params={"field", "min", "max"}, problems=_length_problems)
 def _length(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     subject = value_at(attempt.output, check.field)
     if subject is MISSING:
@@ -208,6 +308,7 @@ def _length(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     return passed_result(check.id, True, f"{_where(check)} has {n} {unit} ({' and '.join(bounds)})")
 
 
+@builtin("no_refusal", params={"field"}, reads_attempt=True)
 def _no_refusal(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     if attempt.error_code == MODEL_REFUSAL:
         return passed_result(check.id, False, "the model refused to answer (MODEL_REFUSAL)")
@@ -223,6 +324,15 @@ def _no_refusal(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     return passed_result(check.id, True, "no refusal")
 
 
+def _cost_problems(check: CheckSpec) -> list[Problem]:
+    if check.usd is None:
+        return _params_problem(check, " (cost_at_most) needs usd", 'add usd: "0.01" (dollars, a string)')
+    if not check.usd.is_finite() or check.usd < 0:
+        return _params_problem(check, ": usd must be a dollar amount of 0 or more", 'usd: "0.01"')
+    return []
+
+
+@builtin("cost_at_most", params={"usd"}, problems=_cost_problems, reads_attempt=True)
 def _cost_at_most(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     limit = check.usd if check.usd is not None else Decimal(0)
     if attempt.cost_usd is None:
@@ -233,6 +343,13 @@ def _cost_at_most(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     )
 
 
+def _latency_problems(check: CheckSpec) -> list[Problem]:
+    if check.seconds is None:
+        return _params_problem(check, " (latency_at_most) needs seconds", "add seconds: 5")
+    return []
+
+
+@builtin("latency_at_most", params={"seconds"}, problems=_latency_problems, reads_attempt=True)
 def _latency_at_most(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     limit = check.seconds if check.seconds is not None else 0.0
     latency = attempt.latency_s
@@ -244,25 +361,13 @@ def _latency_at_most(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     )
 
 
-_SCORERS: Final[dict[str, Callable[[CheckSpec, AttemptView], CheckResult]]] = {
-    "equals_expected": _equals_expected,
-    "contains": lambda c, a: _contains(c, a, negate=False),
-    "not_contains": lambda c, a: _contains(c, a, negate=True),
-    "regex": _regex,
-    "json_schema": _json_schema,
-    "length": _length,
-    "no_refusal": _no_refusal,
-    "cost_at_most": _cost_at_most,
-    "latency_at_most": _latency_at_most,
-}
-
-
 def score_builtin(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     """Score one built-in check on one attempt (never raises for a well-formed check)."""
     assert check.builtin is not None
-    if attempt.failed and check.builtin not in ATTEMPT_BUILTINS:
+    spec = BUILTIN_CHECKS[check.builtin]
+    if attempt.failed and not spec.reads_attempt:
         return no_output_result(check, attempt)
-    return _SCORERS[check.builtin](check, attempt)
+    return spec.score(check, attempt)
 
 
 def no_output_result(check: CheckSpec, attempt: AttemptView) -> CheckResult:
@@ -270,3 +375,11 @@ def no_output_result(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     return passed_result(
         check.id, False, f"the run failed ({attempt.error_code or 'no output'}); there is no output to check"
     )
+
+
+assert set(BUILTIN_CHECKS) == set(get_args(BuiltinName)), "every BuiltinName has one registered scorer, and only those"
+
+#: The parameters each built-in reads (from the registry).
+BUILTIN_PARAMS: Final[dict[str, frozenset[str]]] = {name: b.params for name, b in BUILTIN_CHECKS.items()}
+#: Built-ins that read the attempt, not its output: they are scored on failed runs as well.
+ATTEMPT_BUILTINS: Final = frozenset(name for name, b in BUILTIN_CHECKS.items() if b.reads_attempt)

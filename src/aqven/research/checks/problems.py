@@ -1,17 +1,13 @@
 """What `aqven check` knows about one check of an experiment without running it.
 
 `check_spec_problems` returns ``(code, message, hint)`` triples. Codes starting with ``W_`` are warnings, the
-rest errors; the caller (`aqven.research.experiments.loading._check_checks`) adds the file and line.
+rest errors; the caller (`aqven.research.diagnostics.experiments`) adds the file and line.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any, Final
-
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
 
 from aqven.engine.compile import FlowCompiler
 from aqven.engine.template import PLACEHOLDER
@@ -20,7 +16,7 @@ from aqven.errors import ProjectError
 from aqven.project.loader import Project
 from aqven.project.pycode import load_function
 from aqven.project.types import describe, schema_at
-from aqven.research.checks.builtin import BUILTIN_PARAMS, MISSING, field_path, value_at
+from aqven.research.checks.builtin import BUILTIN_CHECKS, BUILTIN_PARAMS, MISSING, field_path, value_at
 from aqven.research.checks.functions import ARGUMENTS, signature_problem
 from aqven.research.checks.judges import RUBRIC_NAMES
 from aqven.research.experiments.files import function_file, rubric_file
@@ -46,7 +42,7 @@ def check_spec_problems(
     """Every problem of one check: errors (``E_…``) and warnings (``W_…``)."""
     problems = _unused_params(check)
     if check.builtin is not None:
-        problems += _builtin_problems(check)
+        problems += BUILTIN_CHECKS[check.builtin].problems(check)
         problems += _field_problems(project, exp, check)
         if check.builtin == "equals_expected":
             problems += _expected_problems(project, exp, check)
@@ -81,58 +77,6 @@ def _unused_params(check: CheckSpec) -> list[Problem]:
             f"{', '.join(sorted(_SHOWN.get(n, n) for n in reads)) or 'no parameters'}",
         )
     ]
-
-
-def _builtin_problems(check: CheckSpec) -> list[Problem]:
-    b = check.builtin
-    code = "E_CHECK_PARAMS"
-    out: list[Problem] = []
-    if b in ("contains", "not_contains") and not check.value:
-        out.append((code, f"check {check.id!r} ({b}) needs a value to look for", 'add value: "text to find"'))
-    elif b == "regex":
-        if not check.pattern:
-            out.append((code, f"check {check.id!r} (regex) needs a pattern", "add pattern: '...' (Python re syntax)"))
-        else:
-            try:
-                re.compile(check.pattern)
-            except re.error as exc:
-                out.append(
-                    (code, f"check {check.id!r}: pattern {check.pattern!r} is not a valid regex: {exc}", "fix it")
-                )
-    elif b == "json_schema":
-        if check.schema_ is None:
-            out.append((code, f"check {check.id!r} (json_schema) needs a schema", "add schema: {type: object, ...}"))
-        else:
-            problem = _schema_problem(check.schema_)
-            if problem:
-                out.append(
-                    (code, f"check {check.id!r}: schema is not a valid JSON Schema: {problem}", "fix the schema")
-                )
-    elif b == "length":
-        if check.min is None and check.max is None:
-            out.append((code, f"check {check.id!r} (length) needs min or max", "add min: N and/or max: N"))
-        elif check.min is not None and check.max is not None and check.min > check.max:
-            out.append((code, f"check {check.id!r}: min {check.min} is above max {check.max}", "swap them"))
-    elif b == "cost_at_most":
-        if check.usd is None:
-            out.append((code, f"check {check.id!r} (cost_at_most) needs usd", 'add usd: "0.01" (dollars, a string)'))
-        elif not check.usd.is_finite() or check.usd < 0:
-            out.append((code, f"check {check.id!r}: usd must be a dollar amount of 0 or more", 'usd: "0.01"'))
-    elif b == "latency_at_most" and check.seconds is None:
-        out.append((code, f"check {check.id!r} (latency_at_most) needs seconds", "add seconds: 5"))
-    return out
-
-
-def _schema_problem(schema: dict[str, Any]) -> str | None:
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path)
-        return f"{where}: {exc.message}" if where else exc.message
-    except Exception as exc:  # a schema jsonschema cannot even read
-        return f"{type(exc).__name__}: {exc}"
-    return None
 
 
 # ---- fields -------------------------------------------------------------------------------------------

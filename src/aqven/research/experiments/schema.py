@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -48,10 +48,13 @@ class DatasetRef(Strict):
 
 # ---- checks ---------------------------------------------------------------------------------------
 
-BUILTINS = (
+BuiltinName = Literal[
     "equals_expected", "contains", "not_contains", "regex", "json_schema", "length", "no_refusal",
     "cost_at_most", "latency_at_most",
-)  # fmt: skip
+]  # fmt: skip
+"""The built-in checks by name: each is registered with its scorer, parameters and problems in
+`aqven.research.checks.builtin` (`@builtin`), which fails at import when the two differ."""
+BUILTINS: Final[tuple[str, ...]] = get_args(BuiltinName)
 
 
 class JudgeSpec(Strict):
@@ -65,10 +68,7 @@ class CheckSpec(Strict):
 
     id: Identifier
     description: str | None = None
-    builtin: Literal[
-        "equals_expected", "contains", "not_contains", "regex", "json_schema", "length", "no_refusal",
-        "cost_at_most", "latency_at_most",
-    ] | None = None  # fmt: skip
+    builtin: BuiltinName | None = None
     function: str | None = None
     judge: JudgeSpec | None = None
     validated_by: Identifier | None = None
