@@ -18,7 +18,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from aqven.project.init import init_project
 from aqven.research.series.start import SeriesStartBody
-from aqven.server import chat
+from aqven.server import chat, chat_offline
 from aqven.server.app import create_app
 from aqven.server.mcp_server import tool_names
 from aqven.server.service import ProjectService
@@ -141,5 +141,5 @@ def test_no_series_answer_crashes_the_offline_summary() -> None:
     """Every key of a snapshot may be null (a new series, a look): the summary never calls .get on None."""
     snap = {"series_id": "ser_1", "status": "running", "error": None, "progress": None, "spend": None,
             "verdict": None, "cases": None}  # fmt: skip
-    lines = chat._summarize("series_get", snap)
+    lines = chat_offline.summarize("series_get", snap)
     assert lines and "ser_1" in lines[0]
