@@ -24,8 +24,9 @@ from aqven.project.loader import Project, load_project
 from aqven.project.schema import CodeNode
 from aqven.project.split import side_of
 from aqven.research.experiments import schema as es
-from aqven.research.experiments.loading import load_experiments, selected_cases, variant_patch
+from aqven.research.experiments.loading import load_experiments, selected_cases
 from aqven.research.experiments.schema import ExperimentSource
+from aqven.research.experiments.variants import variant_patch
 from aqven.store.db import Database
 from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore

@@ -10,8 +10,9 @@ from aqven.project.loader import Project
 from aqven.project.schema import walk_nodes
 from aqven.research.checks.problems import check_spec_problems
 from aqven.research.diagnostics.cases import check_cases
-from aqven.research.experiments.loading import Assembly, human_labels, selected_cases
+from aqven.research.experiments.loading import human_labels, selected_cases
 from aqven.research.experiments.schema import ExperimentSource
+from aqven.research.experiments.variants import FACTOR_KIND_HINT, VARIANT_KINDS, Assembly
 from aqven.research.stats.questions import DECIDING_KINDS, QUESTION_KINDS
 
 
@@ -62,7 +63,7 @@ def check_experiment(
         )
     nodes = {n.id: n for n in walk_nodes(subject.spec.nodes)}
     if spec.varies:
-        want = {"agent": "llm", "prompt": "llm", "flow": "call"}.get(spec.varies.what)
+        want = VARIANT_KINDS[spec.varies.what].node_kind
         for i, node_id in enumerate(spec.varies.nodes):
             node = nodes.get(node_id)
             if node is None:
@@ -77,7 +78,7 @@ def check_experiment(
                     "E_FACTOR_KIND",
                     f"varies.what {spec.varies.what} needs {want} nodes, but {node_id!r} is a {node.kind} node",
                     ("varies", "nodes", i),
-                    "agent and prompt vary llm nodes; flow varies call nodes; use varies any node",
+                    FACTOR_KIND_HINT,
                 )
     first_compiled: CompiledFlow | None = None
     for i, variant in enumerate(spec.variants):
@@ -91,7 +92,7 @@ def check_experiment(
         for d in compiler.diagnostics:
             d = d.model_copy(update={"message": f"variant {variant.id!r}: {d.message}"})
             a.diagnostics.append(d)
-        if compiled is not None and spec.varies and spec.varies.what == "flow":
+        if compiled is not None and spec.varies and VARIANT_KINDS[spec.varies.what].same_types:
             _check_flow_swap(a, project, exp, patch, compiled, i)
     _check_dataset(a, project, exp)
     if first_compiled is not None:  # every variant takes the same input and range: one is enough for the cases

@@ -30,8 +30,12 @@ class Subject(Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+VariesWhat = Literal["agent", "prompt", "use", "flow"]
+"""What a variant may change; each is one entry of `aqven.research.experiments.variants.VARIANT_KINDS`."""
+
+
 class Varies(Strict):
-    what: Literal["agent", "prompt", "use", "flow"]
+    what: VariesWhat
     nodes: Annotated[list[Identifier], Field(min_length=1)]
 
 

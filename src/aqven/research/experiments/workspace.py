@@ -10,8 +10,9 @@ from aqven.errors import NotFoundError
 from aqven.project.diagnostics import Diagnostic
 from aqven.project.loader import Project, load_project
 from aqven.project.schema import Case
-from aqven.research.experiments.loading import load_experiments, variant_patch
+from aqven.research.experiments.loading import load_experiments
 from aqven.research.experiments.schema import ExperimentSource
+from aqven.research.experiments.variants import variant_patch
 from aqven.store.records import RunRequest
 
 
