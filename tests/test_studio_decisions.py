@@ -344,3 +344,54 @@ def test_series_and_approval_pages_fit_a_phone(phone: Any, server: tuple[Path, s
         phone.wait_for_timeout(200)
         no_sideways_scroll(phone)
     shot(phone, "experiment-phone")
+
+
+# ---- findings, lists, the chat ----
+
+
+def test_findings_plots_read_true_and_lists_say_stopped(page: Any, server: tuple[Path, str]) -> None:  # noqa: F811
+    _root, base = server
+    sid = start(base, {"experiment_id": "reply_overpromise_risk", "on": "holdout", "cases": 3, "repeats": 1})
+    assert settle(base, sid)["status"] == "done"
+    open_page(page, base, "findings")
+    plot = f"svg[aria-label='cells of finding {sid}']"
+    page.wait_for_selector(plot)
+    assert_readable_plot(ticks_where_labels_say(page, plot))  # drawn as on the series page: zoomed, round ticks
+    stopped = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 2, "repeats": 1, "cap_usd": "5.00"})
+    assert settle(base, stopped)["status"] == "awaiting_approval"
+    _post(base, f"/api/series/{stopped}/stop", {})
+    open_page(page, base, "research")
+    page.wait_for_selector("#experiments")
+    row = page.locator("tr", has=page.locator(f"a[href='#/series/{stopped}']")).last
+    assert row.locator("td").nth(3).inner_text() == "stopped" and row.locator("td").nth(4).inner_text() == "—"
+
+
+def test_a_chat_error_is_shown_as_an_error(browser: Any, server: tuple[Path, str]) -> None:  # noqa: F811
+    _root, base = server
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.set_default_timeout(20_000)
+    login(pg, base)
+    open_page(pg, base, "chat")
+    failure = '{"error": {"code": "CHAT_FAILED", "message": "the model answered nothing", "hint": "try again"}}'
+
+    def fail_post(route: Any) -> None:
+        if route.request.method == "POST":
+            route.fulfill(status=502, content_type="application/json", body=failure)
+        else:
+            route.continue_()
+
+    pg.route("**/api/chat", fail_post)
+    pg.fill("#chat-input", "status of the latest series")
+    pg.keyboard.press("Enter")
+    pg.wait_for_selector(".msg.error[role='alert']")
+    text = pg.inner_text(".msg.error")
+    assert "The chat failed" in text and "CHAT_FAILED" in text and "hint: try again" in text
+    assert pg.locator(".msg.assistant:not(#chat-thinking)").count() == 0  # not an answer bubble
+    shot(pg, "chat-error")
+    context.close()
+    # The browser logs the 502 it was given; nothing else may reach the console.
+    assert [e for e in errors if "502" not in e] == [], errors

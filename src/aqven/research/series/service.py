@@ -214,6 +214,7 @@ class SeriesService:
                     "verdict": (s.verdict or {}).get("verdict"),
                     "text": (s.verdict or {}).get("text"),
                     "finding": s.finding,
+                    "stop_reason": s.stop_reason,  # "stopped_at_cap": Studio shows it as stopped, not done
                     "active": s.status not in ENDED,
                 }
             )

@@ -13,7 +13,8 @@ export async function pageChat() {
   const ta = h('textarea', { id: 'chat-input', rows: 3, placeholder: 'Ask about findings, experiments, series, runs…', 'aria-label': 'your message' });
   const send = h('button', { type: 'submit', class: 'primary', id: 'chat-send' }, 'Send');
   const drawLog = () => {
-    replace(log, chatLog.length ? chatLog.map(m => h('div', { class: 'msg ' + m.role },
+    replace(log, chatLog.length ? chatLog.map(m => m.role === 'error' ? h('div', { class: 'msg error note bad', role: 'alert' },
+      h('b', {}, 'The chat failed: '), m.content, m.hint ? h('div', { class: 'muted' }, 'hint: ' + m.hint) : null) : h('div', { class: 'msg ' + m.role },
       m.role === 'assistant' ? markdown(m.content) : m.content, m.tools && m.tools.length ? h('div', { class: 'tools' }, 'tools used: ' + m.tools.map(t => `${t.name}(${Object.entries(t.args || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(', ')})`).join(' · ')) : null,
       m.responder ? h('div', { class: 'tools' }, m.responder) : null)) : h('p', { class: 'muted' }, 'No messages yet.'));
     log.scrollTop = log.scrollHeight;
@@ -30,7 +31,8 @@ export async function pageChat() {
       chatLog.push({ role: 'assistant', content: res.reply, tools: res.tool_calls, responder: res.responder.kind === 'offline' ? 'answered by the offline responder (simulated, no model)' : `answered by ${res.responder.model}` });
       announce('the chat answered');
     } catch (err) {
-      chatLog.push({ role: 'assistant', content: `${err.code}: ${err.message}` + (err.hint ? `\nhint: ${err.hint}` : '') });
+      // An error is shown as one (never as the assistant's answer) and is not sent back as part of the talk.
+      chatLog.push({ role: 'error', content: `${err.code}: ${err.message}`, hint: err.hint || '' });
     }
     saveChat(); send.disabled = false; drawLog(); ta.focus();
   };

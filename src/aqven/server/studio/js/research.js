@@ -2,6 +2,7 @@
 import { announce, badge, errorBox, fmt, h, kv, link, replace } from './dom.js';
 import { api } from './api.js';
 import { go, state } from './nav.js';
+import { statusOf } from './decision.js';
 import { capPendingNote, questionText, seriesTable } from './widgets.js';
 
 export async function pageResearch() {
@@ -21,7 +22,7 @@ export async function pageResearch() {
         h('td', {}, e.failure_mode),
         h('td', {}, e.question.kind, ': ', questionText(e.question)),
         h('td', {}, e.caption, h('div', { class: 'muted' }, `${e.variants.length} variant${e.variants.length > 1 ? 's' : ''}`)),
-        h('td', {}, last[e.id] ? [link('#/series/' + last[e.id].series_id, last[e.id].on === 'holdout' ? 'Confirm' : 'Explore'), ' ', badge(last[e.id].status), ' ', last[e.id].verdict ? badge(last[e.id].verdict) : null] : h('span', { class: 'muted' }, 'none')))))),
+        h('td', {}, last[e.id] ? [link('#/series/' + last[e.id].series_id, last[e.id].on === 'holdout' ? 'Confirm' : 'Explore'), ' ', badge(statusOf(last[e.id])), ' ', last[e.id].verdict ? badge(last[e.id].verdict) : null] : h('span', { class: 'muted' }, 'none')))))),
     h('h2', {}, 'Series'),
     series.length ? seriesTable(series) : h('p', { class: 'muted' }, 'No series yet.'),
   ];

@@ -1,6 +1,7 @@
 /* Pieces several pages share: the series table, the project-cap note, a question in words. */
 import { announce, badge, errorBox, fmt, h, link, replace, simBadge } from './dom.js';
 import { api } from './api.js';
+import { statusOf } from './decision.js';
 
 export function seriesTable(list) {
   return h('table', {},
@@ -9,8 +10,8 @@ export function seriesTable(list) {
       h('td', {}, link('#/series/' + sr.series_id, sr.series_id), ' ', simBadge(sr.simulated)),
       h('td', {}, sr.experiment_id ? link('#/experiments/' + encodeURIComponent(sr.experiment_id), sr.experiment_id) : sr.kind),
       h('td', {}, sr.on === 'holdout' ? 'Confirm' : 'Explore'),
-      h('td', {}, badge(sr.status)),
-      h('td', {}, sr.verdict ? badge(sr.verdict) : '—'),
+      h('td', {}, badge(statusOf(sr))),
+      h('td', {}, sr.verdict && statusOf(sr) !== 'stopped' ? badge(sr.verdict) : '—'),
       h('td', {}, fmt.time(sr.created_at))))));
 }
 
