@@ -8,7 +8,11 @@ to the ideal, how many attempts ran at once (sampled from the attempts table eve
 Note the series rule (DESIGN §6): the first attempt runs alone, so its cost becomes the cap reserve; the ideal
 below does not include that first lone second, the "ideal + 1 s" line does.
 
-    .venv/bin/python bench/latency_bound.py [--attempts 2000] [--latency 1.0] [--concurrency 50]
+    .venv/bin/python bench/latency_bound.py [--attempts 2000] [--latency 1.0] [--concurrency 50] [--compare]
+
+--compare runs the same series three times back to back, each in a fresh subprocess, and prints the ratios
+side by side: as before issue 16 (AQVEN_CALL_PATH=agent, AQVEN_CPU_GATE=off), the lean call path alone
+(AQVEN_CPU_GATE=off), and both (the defaults).
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -59,7 +65,12 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=2000)
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--compare", action="store_true", help="agent path / lean / lean + gate, back to back")
+    parser.add_argument("--json-line", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.compare:
+        compare(args)
+        return
     ideal = args.attempts * args.latency / args.concurrency
     with tempfile.TemporaryDirectory() as tmp:
         cases, repeats = pc.split_attempts(args.attempts)
@@ -90,11 +101,36 @@ def main() -> None:
         f"CPU-bound floor: the event loop needs {cpu:.1f} s of CPU, so even with a free core the wall time is at "
         f"least max(ideal, CPU) = {max(ideal, cpu):.1f} s (ratio {max(ideal, cpu) / ideal:.3f})"
     )
+    if args.json_line:
+        print(json.dumps({"wall": wall, "ideal": ideal, "cpu": cpu, "load": load, "done": st["progress"]["done"]}))
     if busy:
         print(
             f"attempts running at once (sampled every 0.5 s while any ran): median {pc.median(busy):.0f}, "
             f"max {max(busy)}, min {min(busy)} over {len(busy)} samples"
         )
+
+
+CONFIGS = {
+    "agent path, no gate (before)": {"AQVEN_CALL_PATH": "agent", "AQVEN_CPU_GATE": "off"},
+    "lean path, no gate": {"AQVEN_CALL_PATH": "lean", "AQVEN_CPU_GATE": "off"},
+    "lean path + FIFO gate (default)": {"AQVEN_CALL_PATH": "lean", "AQVEN_CPU_GATE": "on"},
+}
+
+
+def compare(args: argparse.Namespace) -> None:
+    argv = [sys.executable, __file__, "--attempts", str(args.attempts), "--latency", str(args.latency)]
+    argv += ["--concurrency", str(args.concurrency), "--json-line"]
+    rows = []
+    for name, env in CONFIGS.items():
+        out = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, check=True).stdout
+        r = json.loads([x for x in out.splitlines() if x.startswith("{")][-1])
+        rows.append((name, r))
+        print(
+            f"{name:<34} wall {r['wall']:6.1f} s  ratio {r['wall'] / r['ideal']:.3f}  (+1 lone latency: "
+            f"{r['wall'] / (r['ideal'] + args.latency):.3f})  CPU {r['cpu']:5.1f} s  load at start {r['load']:.2f}",
+            flush=True,
+        )
+    print(f"load avg after: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

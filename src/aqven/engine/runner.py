@@ -118,54 +118,58 @@ class Engine:
 
     async def execute(self, run_id: str) -> RunRecord:
         """Execute (or resume) a run to its end, or until a human node waits."""
-        record = self.runs.get(run_id)
-        if record.status in ("done", "failed"):
-            return record
-        request = record.request
-        resumed = bool(self.runs.events(run_id, limit=1))
-        self.runs.set_status(run_id, "running")
-        self.runs.append_event(
-            run_id,
-            "run_resume" if resumed else "run_start",
-            None,
-            {
-                "flow_id": request.flow_id,
-                "from": request.from_node,
-                "to": request.to_node,
-                "case": request.case_name,
-                "simulate": request.simulate,
-            },
-        )
+        with self.runs.db.batch():  # the writes of each stretch between two waits are one transaction
+            record = self.runs.get(run_id)
+            if record.status in ("done", "failed"):
+                return record
+            request = record.request
+            resumed = bool(self.runs.events(run_id, limit=1))
+            self.runs.set_status(run_id, "running")
+            self.runs.append_event(
+                run_id,
+                "run_resume" if resumed else "run_start",
+                None,
+                {
+                    "flow_id": request.flow_id,
+                    "from": request.from_node,
+                    "to": request.to_node,
+                    "case": request.case_name,
+                    "simulate": request.simulate,
+                },
+            )
         started = time.perf_counter()
         try:
             flow = self.prepare(request)
             output = await self._run_flow(run_id, flow, request, prefix="", top=True)
         except WaitingHuman:
-            self.runs.set_status(run_id, "waiting_human")
-            return self.runs.get(run_id)
+            with self.runs.db.batch():
+                self.runs.set_status(run_id, "waiting_human")
+                return self.runs.get(run_id)
         except AqvenError as exc:
             # A counted model failure or an infrastructure error; a project or code problem is infrastructure.
             outcome = outcome_class(exc.code) if isinstance(exc, ModelCallError) else "infra"
             return self._fail(run_id, exc.code, exc.message, outcome, exc.details.get("node_id"))
         except Exception as exc:  # a defect of ours: the run fails as infrastructure, the server goes on
             return self._fail(run_id, "ENGINE_ERROR", f"{type(exc).__name__}: {exc}", "infra", None)
-        self.runs.append_event(
-            run_id,
-            "run_end",
-            None,
-            {"status": "done", "output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
-        )
-        self.runs.finish(run_id, status="done", output=output, outcome="ok")
-        return self.runs.get(run_id)
+        with self.runs.db.batch():
+            self.runs.append_event(
+                run_id,
+                "run_end",
+                None,
+                {"status": "done", "output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
+            )
+            self.runs.finish(run_id, status="done", output=output, outcome="ok")
+            return self.runs.get(run_id)
 
     def _fail(self, run_id: str, code: str, message: str, outcome: str, node_id: str | None) -> RunRecord:
-        self.runs.append_event(
-            run_id, "run_end", node_id, {"status": "failed", "code": code, "message": message, "outcome": outcome}
-        )
-        self.runs.finish(
-            run_id, status="failed", error=RunError(code=code, message=message, node_id=node_id), outcome=outcome
-        )
-        return self.runs.get(run_id)
+        with self.runs.db.batch():
+            self.runs.append_event(
+                run_id, "run_end", node_id, {"status": "failed", "code": code, "message": message, "outcome": outcome}
+            )
+            self.runs.finish(
+                run_id, status="failed", error=RunError(code=code, message=message, node_id=node_id), outcome=outcome
+            )
+            return self.runs.get(run_id)
 
     async def _run_flow(
         self, run_id: str, flow: CompiledFlow, request: RunRequest, *, prefix: str, top: bool, flow_input: Any = None
@@ -363,31 +367,35 @@ class Engine:
                         await asyncio.sleep(wait)
                     continue
                 raise
-            self.runs.add_usage(
-                run_id,
-                input_tokens=result.input_tokens,
-                output_tokens=result.output_tokens,
-                cost=result.cost_usd,
-                simulated=result.simulated,
-            )
-            self.runs.append_event(
-                run_id,
-                "model_response",
-                path,
-                {
-                    "model_name": result.model_name,
-                    "provider": result.provider,
-                    "simulated": result.simulated,
-                    "input_tokens": result.input_tokens,
-                    "output_tokens": result.output_tokens,
-                    "cost_usd": None if result.cost_usd is None else str(result.cost_usd),
-                    "cost_source": result.cost_source,
-                    "latency_ms": result.latency_ms,
-                    "output_retries": result.output_retries,
-                    "output": result.output,
-                },
-            )
+            with self.runs.db.batch():
+                self._record_response(run_id, path, result)
             return result.output
+
+    def _record_response(self, run_id: str, path: str, result: CallResult) -> None:
+        self.runs.add_usage(
+            run_id,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            cost=result.cost_usd,
+            simulated=result.simulated,
+        )
+        self.runs.append_event(
+            run_id,
+            "model_response",
+            path,
+            {
+                "model_name": result.model_name,
+                "provider": result.provider,
+                "simulated": result.simulated,
+                "input_tokens": result.input_tokens,
+                "output_tokens": result.output_tokens,
+                "cost_usd": None if result.cost_usd is None else str(result.cost_usd),
+                "cost_source": result.cost_source,
+                "latency_ms": result.latency_ms,
+                "output_retries": result.output_retries,
+                "output": result.output,
+            },
+        )
 
     async def _code(self, node: CompiledNode, inputs: dict[str, Any], path: str) -> Any:
         assert node.code_file is not None and node.code_function is not None

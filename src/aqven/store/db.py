@@ -160,6 +160,7 @@ class Database:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock = threading.RLock()
+        self._depth = 0  # open transactions of the lock's holder (a batch and what it groups)
         self._conn = self._connect()
         self._conn.execute("PRAGMA journal_mode=WAL")
         # Held-out inputs and outputs live here: only this user reads them (SQLite gives -wal/-shm the same mode).
@@ -218,18 +219,34 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Cursor]:
+        """One write transaction; inside a `batch` it is a savepoint of the batch's (same all-or-nothing)."""
         with self._lock:
             cur = self._conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
+            outer = self._depth == 0
+            cur.execute("BEGIN IMMEDIATE" if outer else "SAVEPOINT nested")
+            self._depth += 1
             try:
                 yield cur
             except BaseException:
-                cur.execute("ROLLBACK")
+                cur.execute("ROLLBACK" if outer else "ROLLBACK TO nested")
+                if not outer:
+                    cur.execute("RELEASE nested")
                 raise
             else:
-                cur.execute("COMMIT")
+                cur.execute("COMMIT" if outer else "RELEASE nested")
             finally:
+                self._depth -= 1
                 cur.close()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group the writes of the block into one transaction (one commit instead of one per write).
+
+        For synchronous stretches only (an attempt's writes between two waits): the lock is held throughout,
+        so it must never span an `await`.
+        """
+        with self.transaction():
+            yield
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         with self._lock:

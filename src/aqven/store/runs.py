@@ -145,6 +145,9 @@ class RunStore:
                 ),
             )
 
+    def exists(self, run_id: str) -> bool:
+        return self.db.query_one("SELECT 1 FROM runs WHERE id=?", (run_id,)) is not None
+
     def get(self, run_id: str) -> RunRecord:
         row = self.db.query_one("SELECT * FROM runs WHERE id=?", (run_id,))
         if row is None:

@@ -375,18 +375,17 @@ class SeriesRunner:
             return "done", dec(a.cost_usd), "infra"
         ws, engine = self._ws(), self._engine()
         started_on = a.inputs_hash
-        if started_on is None:  # what the attempt starts on (a wait for a person keeps it)
-            started_on = self._inputs_hash(s, ws)
-            self.store.set_attempt_inputs(s.id, a.idx, started_on)
-        try:
-            self.runs.get(run_id)
-        except NotFoundError:
-            self.runs.create(
-                request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id),
-                series_id=s.id,
-                run_id=run_id,
-                side=a.side,  # the attempt's side: what may be shown of the run never depends on a later split
-            )
+        with self.runs.db.batch():  # one transaction for the attempt's writes before its run
+            if started_on is None:  # what the attempt starts on (a wait for a person keeps it)
+                started_on = self._inputs_hash(s, ws)
+                self.store.set_attempt_inputs(s.id, a.idx, started_on)
+            if not self.runs.exists(run_id):
+                self.runs.create(
+                    request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id),
+                    series_id=s.id,
+                    run_id=run_id,
+                    side=a.side,  # the attempt's side: what may be shown of the run never depends on a later split
+                )
         record = await engine.execute(run_id)
         if record.status == "waiting_human":
             self.wake(s.id)
