@@ -27,23 +27,9 @@ from typing import Any, Final
 
 from aqven.errors import AqvenError
 from aqven.models.outcomes import CostSource
+from aqven.project.providers import PROVIDERS
 
 OPENROUTER_MODELS_URL: Final = "https://openrouter.ai/api/v1/models"
-# The prefix a provider's models have in OpenRouter's list.
-LIST_PREFIX: Final[dict[str, str]] = {
-    "openai": "openai",
-    "anthropic": "anthropic",
-    "mistral": "mistralai",
-    "groq": "groq",
-}
-# genai-prices' provider ids.
-GENAI_PROVIDER: Final[dict[str, str]] = {
-    "openrouter": "openrouter",
-    "openai": "openai",
-    "anthropic": "anthropic",
-    "mistral": "mistral",
-    "groq": "groq",
-}
 
 
 @dataclass(frozen=True)
@@ -128,12 +114,9 @@ def list_ids(provider: str, names: Iterable[str]) -> list[str]:
     """The ids to look up in OpenRouter's list for a provider's model names."""
     ids: list[str] = []
     for name in names:
-        if provider in ("openrouter", "openai-compatible"):
-            candidates = [name]
-        elif provider in LIST_PREFIX:
-            candidates = [f"{LIST_PREFIX[provider]}/{name}"]
-        else:
-            candidates = []
+        spec = PROVIDERS.get(provider)
+        prefix = spec.list_prefix if spec else None
+        candidates = [] if prefix is None else [f"{prefix}/{name}" if prefix else name]
         ids.extend(c for c in candidates if c and c not in ids)
     return ids
 
@@ -149,10 +132,11 @@ def list_price(
 
 
 def genai_price(provider: str, names: Sequence[str], input_tokens: int, output_tokens: int) -> Decimal | None:
-    provider_id = GENAI_PROVIDER.get(provider)
+    spec = PROVIDERS.get(provider)
+    provider_id = spec.genai_id if spec else None
     if provider_id is None:
         return None  # an OpenAI-compatible server of unknown pricing: never guess
-    from genai_prices import Usage, calc_price
+    from genai_prices import Usage, calc_price  # loads its price data on import: only a call to price pays for it
 
     for name in dict.fromkeys(n for n in names if n):
         try:

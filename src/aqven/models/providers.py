@@ -16,22 +16,17 @@ import hashlib
 import os
 import weakref
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
 import httpx2
 from pydantic_ai.models import Model
 
 from aqven.models import wire
 from aqven.models.outcomes import PROVIDER_ERROR, PROVIDER_KEY_MISSING, ModelCallError
+from aqven.project.providers import PROVIDERS
 from aqven.project.schema import AgentSpec
 
-KEY_VARS: Final[dict[str, str]] = {
-    "openrouter": "OPENROUTER_API_KEY",
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-    "groq": "GROQ_API_KEY",
-}
+KEY_VARS: Final[dict[str, str]] = {p.name: p.key_env for p in PROVIDERS.values() if p.key_env}
 PLACEHOLDER_KEY: Final = "not-needed"  # OpenAI-compatible servers without auth still need a non-empty key
 
 
@@ -66,10 +61,11 @@ def resolve_endpoint(agent: AgentSpec) -> Endpoint:
     provider = agent.provider
     base_url = os.environ.get(base_url_override_var(provider)) or agent.base_url or None
     key_env = key_env_of(agent)
-    if provider == "openai-compatible" and not base_url:
+    spec = PROVIDERS.get(provider)
+    if spec is not None and spec.needs_base_url and not base_url:
         raise ModelCallError(
             PROVIDER_ERROR,
-            f"agent {agent.id or agent.model!r} uses provider 'openai-compatible' without base_url",
+            f"agent {agent.id or agent.model!r} uses provider {provider!r} without base_url",
             hint="set base_url in the agent file, for example http://localhost:11434/v1 for Ollama",
         )
     if key_env is None:
@@ -117,37 +113,41 @@ def _client(loop: asyncio.AbstractEventLoop, endpoint: Endpoint, timeout_s: floa
 
 def _new_model(endpoint: Endpoint, client: httpx2.AsyncClient) -> Model:
     provider, name, base_url, api_key = endpoint.provider, endpoint.model_name, endpoint.base_url, endpoint.api_key
-    if provider in ("openrouter", "openai", "openai-compatible"):
+    spec = PROVIDERS.get(provider)
+    if spec is None:
+        raise ModelCallError(PROVIDER_ERROR, f"unknown provider {provider!r}")
+    # The SDKs are imported here, for the wire a live call uses: a simulated project never loads them.
+    wire_ = spec.wire
+    if wire_ == "openai" or wire_ == "openrouter":
         from openai import AsyncOpenAI
         from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        default_url = "https://openrouter.ai/api/v1" if provider == "openrouter" else None
         openai_client = AsyncOpenAI(
-            api_key=api_key, base_url=base_url or default_url, http_client=client, max_retries=0
+            api_key=api_key, base_url=base_url or spec.default_base_url, http_client=client, max_retries=0
         )
-        if provider == "openrouter":
+        if wire_ == "openrouter":
             from pydantic_ai.models.openrouter import OpenRouterModel
             from pydantic_ai.providers.openrouter import OpenRouterProvider
 
             return OpenRouterModel(name, provider=OpenRouterProvider(openai_client=openai_client))
         return OpenAIChatModel(name, provider=OpenAIProvider(openai_client=openai_client))
-    if provider == "anthropic":
+    if wire_ == "anthropic":
         from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
         return AnthropicModel(name, provider=AnthropicProvider(api_key=api_key, base_url=base_url, http_client=client))
-    if provider == "mistral":
+    if wire_ == "mistral":
         from pydantic_ai.models.mistral import MistralModel
         from pydantic_ai.providers.mistral import MistralProvider
 
         return MistralModel(name, provider=MistralProvider(api_key=api_key, base_url=base_url))
-    if provider == "groq":
+    if wire_ == "groq":
         from pydantic_ai.models.groq import GroqModel
         from pydantic_ai.providers.groq import GroqProvider
 
         return GroqModel(name, provider=GroqProvider(api_key=api_key, base_url=base_url))
-    raise ModelCallError(PROVIDER_ERROR, f"unknown provider {provider!r}")
+    assert_never(wire_)
 
 
 async def aclose_models() -> None:

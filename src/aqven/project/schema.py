@@ -12,11 +12,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from aqven.project.providers import PROVIDERS
 from aqven.project.pycode import parse_ref
 
 ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]*$"
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=80)]
-PROVIDERS = ("openrouter", "openai", "anthropic", "mistral", "groq", "openai-compatible")
 RESERVED_NODE_IDS = ("input", "context")  # `$input.x` and `$context.x` are not node outputs
 
 
