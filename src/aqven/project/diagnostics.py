@@ -31,9 +31,5 @@ class Diagnostic(BaseModel):
         return cls(code=err.code, severity=severity, file=err.file, line=err.line, message=err.message, hint=err.hint)
 
 
-def has_errors(diagnostics: list[Diagnostic]) -> bool:
-    return any(d.severity == "error" for d in diagnostics)
-
-
 def sort_key(d: Diagnostic) -> tuple[Any, ...]:
     return (d.severity != "error", d.file or "", d.line or 0, d.code)

@@ -15,8 +15,3 @@ Side = Literal["dev", "holdout"]
 def side_of(package: str, case_name: str) -> Side:
     digest = hashlib.sha256(f"{package}\0{case_name}".encode()).digest()
     return "dev" if int.from_bytes(digest[:8], "big") % 2 == 0 else "holdout"
-
-
-def split_names(package: str, names: list[str], side: Side) -> list[str]:
-    """The names on `side`, in their original (file) order."""
-    return [n for n in names if side_of(package, n) == side]

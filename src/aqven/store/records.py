@@ -8,7 +8,6 @@ from pydantic import BaseModel, Field
 
 RunStatus = Literal["queued", "running", "waiting_human", "done", "failed"]
 Outcome = Literal["ok", "model_failure", "infra"]
-ACTIVE_STATUSES = ("queued", "running")
 
 
 class RunRequest(BaseModel):

@@ -10,15 +10,16 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, Field
 
 SeriesStatus = Literal["running", "awaiting_approval", "waiting_human", "done", "cancelled", "failed"]
-ACTIVE = ("running", "awaiting_approval", "waiting_human")
 ENDED = ("done", "cancelled", "failed")
 AttemptOutcome = Literal["pass", "fail", "model_failure", "infra"]
+MAX_LOOK_CASES: Final = 500
+"""The most cases one look may run (a look names each of them)."""
 
 
 class LookSpec(BaseModel):
     flow_id: str
     dataset_id: str
-    case_names: list[str] = Field(min_length=1, max_length=500)
+    case_names: list[str] = Field(min_length=1, max_length=MAX_LOOK_CASES)
     start_node: str | None = None
     end_node: str | None = None
 

@@ -24,7 +24,8 @@ import yaml
 from aqven.project.paths import state_dir, within
 
 FINDINGS_MD = "FINDINGS.md"
-FINDING_VERSION = 2  # 2: sealed (seal, evidence, reads, judge, split)
+FINDING_VERSION = 2  # written into every finding; 2: sealed (seal, evidence, reads, judge, split)
+SEALED_FROM = 2  # findings of this version on carry a seal and evidence: one without is tampered with
 KEY_FILE = "finding.key"
 SEAL_PREFIX = "hmac-sha256:"
 _NOT_CONTENT = ("integrity", "seal")

@@ -20,7 +20,7 @@ import yaml
 from aqven import ENGINE_VERSION
 from aqven.errors import NotFoundError
 from aqven.project.paths import DB_FILE, state_dir
-from aqven.research.findings.records import finding_key, is_intact, seal_matches
+from aqven.research.findings.records import SEALED_FROM, finding_key, is_intact, seal_matches
 from aqven.research.stats.series_verdict import compute_verdict
 from aqven.store.db import Database
 from aqven.store.series import SeriesStore
@@ -102,12 +102,12 @@ class Verifier:
         version = int(data.get("finding_version") or 1)
         unchecked: list[str] = []
         if self.key is not None:
-            if "seal" in data or version >= 2:
+            if "seal" in data or version >= SEALED_FROM:
                 if not seal_matches(data, self.key):
                     return Verification(False, "its seal does not match (it was edited, or written elsewhere)")
             else:
                 unchecked.append("it was written before findings were sealed")
-        elif version >= 2:
+        elif version >= SEALED_FROM:
             unchecked.append("the seal's key is not on this machine (.aqven/finding.key)")
         recomputed = self._recompute(data, version)
         if recomputed.problem is not None:
@@ -133,7 +133,7 @@ class Verifier:
             return Verification(False, f"series {sid} in the database is not a held-out series of this experiment")
         attempts = store.attempts(sid)
         evidence = data.get("evidence") or {}
-        if (version >= 2 or evidence) and evidence.get("attempts_digest") != attempts_digest(attempts):
+        if (version >= SEALED_FROM or evidence) and evidence.get("attempts_digest") != attempts_digest(attempts):
             return Verification(False, "the digest of its attempt records differs from the series' stored attempts")
         scope = data.get("scope") or {}
         if scope.get("engine_version") == ENGINE_VERSION:

@@ -32,8 +32,6 @@ from aqven.store.records import RunRequest
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import LookSpec, SeriesPlan
 
-MAX_LOOK_CASES = 500
-
 
 class SeriesStartBody(BaseModel):
     """series_start: exactly one of experiment_id or look."""
