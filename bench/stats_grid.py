@@ -12,7 +12,7 @@ vectorised ``*_batch`` functions of `aqven.research.stats.intervals`):
   correlation c {0, 0.5, 0.9} × true difference B − A {0, −min(0.02, (1 − p_A)/2)}. With ρ = 0 every case
   has the same rate, so c has nothing to link and only c = 0 is run: 1,400 cells.
 
-Simulation (as tests/test_stats_coverage.py): each case draws its own pass rate from a Beta with mean p
+Simulation (as tests/research/stats/test_stats_coverage.py): each case draws its own pass rate from a Beta with mean p
 and intra-case correlation ρ (α = p(1−ρ)/ρ, β = (1−p)(1−ρ)/ρ; every case has rate p when ρ = 0), and each
 of its r attempts passes with that rate. In a pair, the two variants' case rates are linked by a Gaussian
 copula with correlation c: z_B = c·z_A + √(1−c²)·ε, q = F⁻¹(Φ(z)). F⁻¹ is tabulated once per (p, ρ) on a
@@ -99,7 +99,7 @@ from aqven.research.stats.intervals import (
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_SEED = 2026
-FLOOR = 0.93  # the floor of tests/test_stats_coverage.py
+FLOOR = 0.93  # the floor of tests/research/stats/test_stats_coverage.py
 TARGET = 0.95
 Z_GRID = np.linspace(-8.5, 8.5, 20_001)
 Z_QUAD = np.linspace(-8.5, 8.5, 2_001)  # the quadrature of Cov(q_A, q_B)

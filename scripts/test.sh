@@ -9,5 +9,6 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v a
     || echo "warning: chromium could not be installed; browser tests will be skipped"
 fi
 .venv/bin/ruff check src tests bench
+.venv/bin/ruff format --check src tests bench
 .venv/bin/mypy
 exec .venv/bin/pytest -q "$@"

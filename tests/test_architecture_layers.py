@@ -59,9 +59,14 @@ def imports_of(name: str, path: Path, known: set[str]) -> Iterator[Import]:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join([*anchor, *([base] if base else [])])
             yield from _resolve(name, base, tuple(a.name for a in node.names), node.lineno, known)
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "__import__":
-            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                yield from _resolve(name, node.args[0].value, (), node.lineno, known)
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) == "__import__"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield from _resolve(name, node.args[0].value, (), node.lineno, known)
 
 
 def _resolve(source: str, base: str, names: tuple[str, ...], line: int, known: set[str]) -> Iterator[Import]:

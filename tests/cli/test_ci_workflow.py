@@ -29,7 +29,7 @@ def workflow() -> dict[str, object]:
 
 def test_the_documented_workflow_runs_check_and_a_gated_dev_series_on_pull_requests() -> None:
     wf = workflow()
-    assert "pull_request" in wf[True]  # type: ignore[operator]  # YAML 1.1 reads the key `on` as True
+    assert "pull_request" in wf[True]  # type: ignore[operator,index]  # YAML 1.1 reads the key `on` as True
     steps = wf["jobs"]["aqven"]["steps"]  # type: ignore[index]
     commands = [" ".join(str(s["run"]).split()) for s in steps if "run" in s]
     assert any(c.startswith("aqven check") for c in commands)

@@ -8,19 +8,20 @@ and a signal that would be refuted on working ones: `--fail-on` turns both into 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
 
-from conftest import aqven, cli_env, stop_server
-from test_series_kit import case_names, prices_json, write_tiny
+from support.commands import aqven, cli_env, stop_server
+from support.series_kit import case_names, prices_json, write_tiny
 
 EXIT_GATE = 5
 
 
 @pytest.fixture
-def tiny(tmp_path: Path) -> tuple[Path, dict[str, str], list[str]]:
+def tiny(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], list[str]]]:
     names = case_names(6, 24, prefix="fail")
     root = write_tiny(tmp_path / "tiny", names, cap="20.00")
     prices = tmp_path / "prices.json"

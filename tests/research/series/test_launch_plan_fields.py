@@ -1,0 +1,265 @@
+"""The launch plan's planning keys (issue 10, item 4): where the planning rate and correlation come from (a dev
+series of the same experiment on the same inputs, else the defaults), the verdict's multiplicity level, power,
+the zero-failure floor, and the advice in recommended.text."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import scipy.stats
+
+from aqven.research.experiments.workspace import Workspace
+from aqven.research.launch.history import DevEstimates, estimates_from_cells, intra_case_correlation
+from aqven.research.launch.plan import launch_plan
+from aqven.research.stats import planning as lm
+from aqven.research.stats.intervals import Z95
+from support.series_kit import case_names, client_for, first_on, settle, start, write_tiny
+
+TRIO_EXPERIMENT = """\
+failure_mode: bad_reply
+description: Either other writer answers well more often than w, by more than 5 points.
+subject: {flow: answer}
+varies: {what: agent, nodes: [answer]}
+variants:
+  - id: w
+  - id: w2
+    nodes: {answer: w2}
+  - id: w3
+    nodes: {answer: w3}
+dataset: {id: cases}
+checks:
+  - id: ok
+    function: checks/ok.py:reply_ok
+metrics:
+  ok: {check: ok}
+question: {kind: compare, metric: ok, baseline: w, margin: 0.05}
+repeats: 1
+"""
+
+HIGH_EXPERIMENT = """\
+failure_mode: bad_reply
+description: The writer answers well on more than 98% of the cases.
+subject: {flow: answer}
+dataset: {id: cases}
+checks:
+  - id: ok
+    function: checks/ok.py:reply_ok
+metrics:
+  ok: {check: ok}
+question: {kind: threshold, metric: ok, bound: 0.97, margin: 0.01, direction: DIRECTION}
+repeats: 2
+"""
+
+
+def tiny(tmp_path: Path, names: list[str] | None = None, **overrides: str | None) -> Path:
+    more: dict[str, str | None] = {
+        "experiments/trio/experiment.yaml": TRIO_EXPERIMENT,
+        "experiments/high/experiment.yaml": HIGH_EXPERIMENT.replace("DIRECTION", "at_least"),
+        "experiments/low/experiment.yaml": HIGH_EXPERIMENT.replace("DIRECTION", "at_most").replace(
+            "bound: 0.97, margin: 0.01", "bound: 0.03, margin: 0.01"
+        ),
+    }
+    more.update(overrides)
+    root = write_tiny(tmp_path / "tiny", names or case_names(12, 12), overrides=more)
+    # w3 is the same writer under another name (another agent file, the same simulator).
+    (root / "agents" / "w3.yaml").write_text((root / "agents" / "w.yaml").read_text())
+    return root
+
+
+def plan(client: Any, experiment: str, **body: Any) -> dict[str, Any]:
+    r = client.post(f"/api/experiments/{experiment}/launch-plan", json=body)
+    assert r.status_code == 200, r.text
+    data: dict[str, Any] = r.json()
+    return data
+
+
+# ---- defaults, multiplicity, power and the floor -----------------------------------------------------------
+
+
+def test_defaults_say_so_and_plan_at_the_verdicts_level(tiny_env: Path, tmp_path: Path) -> None:
+    root = tiny(tmp_path)
+    with client_for(root) as client:
+        one = plan(client, "rate", on="dev", cases=10, repeats=1)
+        assert one["planning"] == "defaults" and one["planning_series"] is None
+        assert one["planning_rate"] == 0.5 and one["planning_rho"] == lm.RHO
+        assert one["comparisons"] == 1 and one["level"] == 0.95
+        pair = plan(client, "pair", on="dev", cases=10, repeats=1)
+        assert pair["comparisons"] == 1 and pair["level"] == 0.95
+        assert pair["planning_rho_between"] == lm.RHO_BETWEEN and pair["planning_differences"] == [0.0]
+        # Two comparisons with the baseline: the verdict decides each at 97.5%, and so does the plan.
+        trio = plan(client, "trio", on="dev", cases=10, repeats=1)
+        assert trio["comparisons"] == 2 and trio["level"] == 0.975
+        z = float(scipy.stats.norm.ppf(1 - 0.025 / 2))
+        assert trio["half_width"] == pytest.approx(z * math.sqrt(0.25 / 10), rel=1e-12)
+        assert trio["half_width"] > pair["half_width"]
+        assert trio["recommended"]["cases"] == math.ceil(z**2 * 0.25 / 0.05**2)
+        assert trio["recommended"]["cases"] > pair["recommended"]["cases"]
+        assert trio["planning_differences"] == [0.0, 0.0]
+
+
+def test_power_is_the_cases_that_decide_eight_times_in_ten(tiny_env: Path, tmp_path: Path) -> None:
+    root = tiny(tmp_path)
+    with client_for(root) as client:
+        high = plan(client, "high", on="dev")
+    # Defaults: the planning rate is the bound clamped to 0.95, 0.03 below the line 0.98: a series refutes.
+    power = high["power"]
+    assert power["power"] == 0.8 and power["truth"] == 0.95 and power["line"] == pytest.approx(0.98)
+    assert power["decides"] == "refuted"
+    want = (Z95 + float(scipy.stats.norm.ppf(0.8))) ** 2 * 0.95 * 0.05 * (1 + 0.3) / (2 * 0.03**2)
+    assert power["cases"] == math.ceil(want)
+    assert f"about {power['cases']} cases would decide it (refuted) 80% of the time" in power["text"]
+    # A compare question planned with no effect, and a margin of 0: the truth is on the line, no power.
+    ws = Workspace.load(root)
+    exp = ws.experiment("pair")
+    flat = exp.spec.model_copy(update={"question": exp.spec.question.model_copy(update={"margin": 0.0})})
+    got = launch_plan(ws, dataclasses.replace(exp, spec=flat), on="dev")
+    assert got["power"]["cases"] is None and "lies on the decision line" in got["power"]["text"]
+
+
+def test_zero_failure_floor_for_at_least_and_at_most(tiny_env: Path, tmp_path: Path) -> None:
+    root = tiny(tmp_path)
+    with client_for(root) as client:
+        high = plan(client, "high", on="dev")
+        low = plan(client, "low", on="dev")
+        rate = plan(client, "rate", on="dev")
+        pair = plan(client, "pair", on="dev")
+    floor = high["zero_failure_floor"]
+    assert floor["cases"] == 183 and floor["all"] == "pass" and floor["line"] == pytest.approx(0.98)
+    # 183 is the first n whose all-pass bound 0.025^(1/n) exceeds 0.98.
+    assert 0.025 ** (1 / 183) > 0.98 >= 0.025 ** (1 / 182)
+    assert low["zero_failure_floor"]["cases"] == 183 and low["zero_failure_floor"]["all"] == "fail"
+    assert rate["zero_failure_floor"]["cases"] == lm.zero_failure_cases(0.55) == 7
+    assert pair["zero_failure_floor"] is None
+    # The half-width needs more cases here than the floor: the recommendation is the half-width's.
+    assert high["recommended"]["by"] == "half_width"
+
+
+def test_floor_binds_when_the_dev_rate_is_near_one(tiny_env: Path, tmp_path: Path) -> None:
+    root = tiny(tmp_path)
+    ws = Workspace.load(root)
+    est = DevEstimates("ser_x", cases=200, attempts=400, rate=400.5 / 401, rho=None)
+    got = launch_plan(ws, ws.experiment("high"), on="dev", repeats=1, estimates=est)
+    assert got["planning"] == "from series ser_x"
+    need = lm.recommended_cases(400.5 / 401, 1, 0.01)
+    assert need < 183
+    rec = got["recommended"]
+    assert rec["cases"] == 183 and rec["by"] == "zero_failure_floor" and rec["reason"] == "short_of_cases"
+    assert rec["text"].startswith("at least 183 cases would be needed before the interval could clear 0.98")
+    assert rec["text"].endswith(f"only {got['available']} are available")
+    assert got["below_recommended"] is True
+    assert got["planning_series"] == {"series_id": "ser_x", "cases": 200, "attempts": 400, "rho": "default"}
+    assert got["planning_rho"] == lm.RHO
+
+
+def test_recommended_text_is_advice_when_enough_cases(tiny_env: Path, tmp_path: Path) -> None:
+    root = tiny(tmp_path, case_names(390, 10))
+    ws = Workspace.load(root)
+    got = launch_plan(ws, ws.experiment("rate"), on="dev", cases=10, repeats=1)
+    rec = got["recommended"]
+    assert rec == {
+        "cases": 385,
+        "repeats": 1,
+        "reason": "enough_cases",
+        "text": "about 385 cases would bring the half-width within the 0.05 margin; 390 are available",
+        "by": "half_width",
+    }
+    assert got["below_recommended"] is True
+    assert "needed" not in rec["text"] and "must" not in rec["text"]
+
+
+# ---- a dev series of the same experiment ------------------------------------------------------------------
+
+
+def test_plan_uses_the_dev_series_of_the_same_inputs(tiny_env: Path, tmp_path: Path) -> None:
+    fails = [first_on("dev", "fail", i) for i in (0, 100, 200)]
+    names = case_names(17, 12) + fails
+    root = tiny(tmp_path, names)
+    with client_for(root) as client:
+        assert plan(client, "rate", on="holdout", simulate=True)["planning"] == "defaults"
+        sid = start(client, experiment_id="rate", on="dev", repeats=2, simulate=True)["series"]["series_id"]
+        assert settle(client, sid)["status"] == "done"
+        held = plan(client, "rate", on="holdout", simulate=True)
+        assert held["planning"] == f"from series {sid}"
+        # 20 dev cases × 2 repeats, 3 of them always failing: 34 passes of 40, shrunk a little towards 0.5.
+        assert held["planning_rate"] == pytest.approx(34.5 / 41)
+        assert held["planning_series"] == {"series_id": sid, "cases": 20, "attempts": 40, "rho": "series"}
+        # Every case passes both repeats or fails both: the intra-case correlation is 1.
+        assert held["planning_rho"] == pytest.approx(1.0)
+        want = Z95 * math.sqrt(held["planning_rate"] * (1 - held["planning_rate"]) * (1 + 1.0) / (12 * 2))
+        assert held["half_width"] == pytest.approx(want, rel=1e-12)
+        # series_start returns the same plan.
+        again = start(client, experiment_id="rate", on="holdout", simulate=True)
+        assert again["launch_plan"]["planning"] == f"from series {sid}"
+        settle(client, again["series"]["series_id"])
+        # A live plan does not plan with a simulated series.
+        assert plan(client, "rate", on="holdout")["planning"] == "defaults"
+        # Another prompt is another experiment's inputs: back to the defaults.
+        (root / "flows" / "answer" / "answer.md").write_text("Answer this briefly: {{ text }}\n")
+    with client_for(root) as client:
+        assert plan(client, "rate", on="holdout", simulate=True)["planning"] == "defaults"
+
+
+def test_paired_estimates_from_cells() -> None:
+    base = [(1.0, 1), (0.0, 1), (1.0, 1), (1.0, 1), (0.0, 1), (1.0, 1)]
+    other = [(1.0, 1), (1.0, 1), (1.0, 1), (1.0, 1), (0.0, 1), (1.0, 1)]
+    est = estimates_from_cells("ser_p", "compare", ("a", ["b"]), {"a": base, "b": other})
+    assert est is not None
+    assert est.rate == pytest.approx((9 + 0.5) / (12 + 1))
+    assert est.differences == pytest.approx((1 / 6,))
+    # ρ needs repeats; the between-variant correlation of the per-case means is Pearson's, clamped to [0, 0.95].
+    assert est.rho is None
+    assert est.rho_between == pytest.approx(float(scipy.stats.pearsonr([1, 0, 1, 1, 0, 1], [1, 1, 1, 1, 0, 1])[0]))
+    assert estimates_from_cells("ser_p", "compare", ("a", ["b"]), {"a": [(0.0, 0)], "b": [(0.0, 0)]}) is None
+
+
+def test_plan_with_paired_dev_estimates(tiny_env: Path, tmp_path: Path) -> None:
+    root = tiny(tmp_path)
+    ws = Workspace.load(root)
+    est = DevEstimates("ser_p", 20, 40, rate=0.9, rho=0.2, rho_between=0.8, differences=(0.02,))
+    got = launch_plan(ws, ws.experiment("pair"), on="dev", cases=10, repeats=2, estimates=est)
+    assert got["planning"] == "from series ser_p"
+    assert got["planning_rho_between"] == 0.8 and got["planning_differences"] == [0.02]
+    want = math.sqrt(2 * 0.2) * Z95 * math.sqrt(0.9 * 0.1 * 1.2 / 20)
+    assert got["half_width"] == pytest.approx(want, rel=1e-12)
+    # The planning difference +0.02 lies 0.03 below the line +0.05: a series of enough cases refutes.
+    assert got["power"]["truth"] == 0.02 and got["power"]["decides"] == "refuted"
+    assert got["power"]["cases"] == lm.cases_for_power(0.9, 2, 0.03, 0.8, 0.2, paired=True, rho_between=0.8)
+
+
+def test_intra_case_correlation_recovers_a_known_rho() -> None:
+    rng = random.Random(7)
+    for rho in (0.05, 0.3, 0.6):
+        # Beta(a, b) case rates have intra-case correlation 1/(a + b + 1).
+        total = 1 / rho - 1
+        a, b = 0.8 * total, 0.2 * total
+        cells = []
+        for _ in range(600):
+            p = rng.betavariate(a, b)
+            r = 10
+            cells.append((float(sum(rng.random() < p for _ in range(r))), r))
+        got = intra_case_correlation(cells)
+        assert got is not None and got == pytest.approx(rho, abs=0.05), (rho, got)
+    assert intra_case_correlation([(1.0, 2)] * 4) is None  # too few cases
+    assert intra_case_correlation([(2.0, 2)] * 10) is None  # no variance at all
+
+
+def test_cli_prints_the_plan_as_advice(tiny_env: Path, tmp_path: Path) -> None:
+    from aqven.cli.series_cmd import plan_lines
+
+    root = tiny(tmp_path)
+    ws = Workspace.load(root)
+    got = launch_plan(ws, ws.experiment("high"), on="dev", cases=2, repeats=2)
+    lines = plan_lines(got)
+    assert lines[0].startswith(f"plan: expected half-width ±{got['half_width']:.3f} at 95% against the 0.01 margin")
+    assert "(planning: defaults, rate 0.95, intra-case correlation 0.3)" in lines[0]
+    assert lines[1] == "advice: " + got["recommended"]["text"]
+    assert lines[2] == "power: " + got["power"]["text"]
+    assert lines[3] == "floor: " + got["zero_failure_floor"]["text"]
+    trio = launch_plan(ws, ws.experiment("trio"), on="dev", cases=2, repeats=1)
+    assert " at 97.5% " in plan_lines(trio)[0]
+    assert plan_lines({"half_width": None}) == []

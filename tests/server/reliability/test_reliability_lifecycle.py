@@ -1,0 +1,44 @@
+"""Server lifecycle after a crash: a server.json whose pid now belongs to another process is stale.
+
+A killed server (or a reboot) leaves `.aqven/server.json` behind. When its pid is later reused by an unrelated
+process, the file looks alive: the pid answers kill(0), but nothing answers /api/health for the project. Every
+server holds `.aqven/server.lock` for its whole life, so a free lock proves the file stale: the CLI starts a
+new server instead of waiting for one that will never answer, and `aqven serve` does not refuse to start.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+from aqven.server.lifecycle import ensure_server, read_server, server_file
+from support.commands import stop_server
+from support.fault_soak import write_project
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_server_json_with_a_reused_pid_does_not_block_the_next_server(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    write_project(root, cases=2, simulator="seeded")
+    stranger = subprocess.Popen(["sleep", "120"])  # the process that got the dead server's pid
+    try:
+        path = server_file(root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stale = {"pid": stranger.pid, "port": _free_port(), "host": "127.0.0.1", "root": str(root.resolve())}
+        path.write_text(json.dumps(stale))
+        assert read_server(root) is None and not path.exists()  # the lock is free: the file was stale
+        path.write_text(json.dumps(stale))
+        port = ensure_server(root, timeout=90)
+        info = read_server(root)
+        assert info is not None and info["healthy"] and info["port"] == port and info["pid"] != stranger.pid
+    finally:
+        stop_server(root)
+        stranger.kill()
+        stranger.wait()

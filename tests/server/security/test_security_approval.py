@@ -1,0 +1,297 @@
+"""Approval stays a person's act, every approval says how it was given, and a raised project cap waits for a person.
+
+* Every approval and stop is recorded with its channel: REST with the server token → `rest`, a Studio session
+  (with its CSRF token) → `studio`, `aqven approve` / `aqven stop` → `terminal` with `tty` (a person answered at a
+  terminal, driven here through a real pseudo-terminal) or `--yes` (no terminal: refused without the flag). The
+  snapshot and the finding carry them.
+* An MCP session cannot approve, stop or confirm a cap (403 `MCP_CANNOT_APPROVE`), and no MCP tool does it.
+* Raising `research.spend_cap_usd` in aqven.yaml gives the next series the confirmed cap, and the launch plan,
+  the snapshot and GET /api/project say the file asks for more, until a person confirms (REST, `aqven cap
+  confirm`); lowering takes effect at once.
+* Caps are plain decimals with ≤ 6 decimals, > 0 and ≤ $1,000,000; `1e999999999` on approve is a 422, not a
+  series left running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aqven.errors import AqvenError
+from aqven.research.launch.caps import parse_cap
+from support.commands import aqven, cli_env, stop_server
+from support.series_kit import case_names, client_for, get, settle, start, wait_until, write_tiny
+
+
+def aqven_yaml_cap(root: Path, cap: str, client: Any = None) -> None:
+    """Edit aqven.yaml's project cap; with `client`, wait until the server has reloaded the project."""
+    path = root / "aqven.yaml"
+    text = path.read_text()
+    old = text.split('spend_cap_usd: "', 1)[1].split('"', 1)[0]
+    path.write_text(text.replace(f'spend_cap_usd: "{old}"', f'spend_cap_usd: "{cap}"'))
+    if client is not None:
+        wait_until(lambda: client.get("/api/project").json().get("project_cap_asked_usd") == cap, timeout=20)
+
+
+def studio_headers(client: Any) -> dict[str, str]:
+    """Log the test client in as a Studio browser: its session cookie is kept, the CSRF token returned."""
+    link = client.post("/api/studio/login-link", json={}).json()["url"]
+    assert client.get(link.split("testserver", 1)[1], follow_redirects=False).status_code == 303
+    page = client.get("/studio/").text
+    csrf = page.split('name="aqven-csrf" content="', 1)[1].split('"', 1)[0]
+    return {"Authorization": "", "X-CSRF-Token": csrf}  # no token: the cookie and the CSRF token only
+
+
+def test_every_approval_and_stop_records_its_channel(tiny_env: Path, tmp_path: Path) -> None:
+    root = write_tiny(tmp_path / "tiny", case_names(4, 2))
+    with client_for(root) as client:
+        rest = start(client, experiment_id="rate", simulate=True, cap_usd="3.00")["series"]["series_id"]
+        assert get(client, rest)["status"] == "awaiting_approval" and get(client, rest)["approvals"] == []
+        r = client.post(f"/api/series/{rest}/approve", json={})
+        assert r.status_code == 200, r.text
+        [approval] = r.json()["approvals"]
+        assert approval["action"] == "approve" and approval["channel"] == "rest"
+        assert (approval["old_cap_usd"], approval["new_cap_usd"], approval["reason"]) == (
+            "3.00",
+            "3.00",
+            "cap_above_project",
+        )
+        assert approval["at"].startswith(time.strftime("%Y-", time.gmtime()))
+        assert settle(client, rest)["status"] == "done"
+        assert get(client, rest)["approvals"] == [approval]  # it stays with the series
+
+        studio = start(client, experiment_id="rate", simulate=True, cap_usd="2.00")["series"]["series_id"]
+        headers = studio_headers(client)
+        missing_csrf = {k: v for k, v in headers.items() if k != "X-CSRF-Token"}
+        r = client.post(f"/api/series/{studio}/approve", json={"cap_usd": "2.50"}, headers=missing_csrf)
+        assert r.status_code == 403 and r.json()["error"]["code"] == "CSRF_REFUSED"
+        r = client.post(f"/api/series/{studio}/approve", json={"cap_usd": "2.50"}, headers=headers)
+        assert r.status_code == 200, r.text
+        assert [(a["channel"], a["old_cap_usd"], a["new_cap_usd"]) for a in r.json()["approvals"]] == [
+            ("studio", "2.00", "2.50")
+        ]
+        settle(client, studio)
+
+        stopped = start(client, experiment_id="rate", simulate=True, cap_usd="2.00")["series"]["series_id"]
+        r = client.post(f"/api/series/{stopped}/stop", json={}, headers=headers)
+        assert r.status_code == 200 and r.json()["status"] in ("done", "cancelled"), r.text
+        [stop] = r.json()["approvals"]
+        assert (stop["action"], stop["channel"], stop["new_cap_usd"]) == ("stop", "studio", None)
+        assert r.json()["verdict"]["reason"] == "stopped_at_cap"
+
+        # An MCP session (the streamable HTTP client sends its session headers) never approves or stops.
+        mcp = start(client, experiment_id="rate", simulate=True, cap_usd="2.00")["series"]["series_id"]
+        for action in ("approve", "stop"):
+            r = client.post(f"/api/series/{mcp}/{action}", json={}, headers={"Mcp-Session-Id": "abc"})
+            assert r.status_code == 403 and r.json()["error"]["code"] == "MCP_CANNOT_APPROVE"
+        assert get(client, mcp)["status"] == "awaiting_approval" and get(client, mcp)["approvals"] == []
+        r = client.post("/api/project/cap/confirm", json={"cap_usd": "1.00"}, headers={"Mcp-Protocol-Version": "x"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "MCP_CANNOT_APPROVE"
+
+
+def test_a_finding_names_the_approvals_behind_it(tiny_env: Path, tmp_path: Path) -> None:
+    root = write_tiny(tmp_path / "tiny", case_names(4, 3))
+    with client_for(root) as client:
+        sid = start(client, experiment_id="rate", on="holdout", simulate=True, cap_usd="4.00")["series"]["series_id"]
+        assert client.post(f"/api/series/{sid}/approve", json={}).status_code == 200
+        snap = settle(client, sid)
+        assert snap["status"] == "done" and snap["finding"], snap["status"]
+    import yaml
+
+    finding = yaml.safe_load((root / snap["finding"]).read_text())
+    [approval] = finding["approvals"]
+    assert (approval["channel"], approval["old_cap_usd"], approval["new_cap_usd"]) == ("rest", "4.00", "4.00")
+
+
+def test_no_mcp_tool_approves_stops_or_confirms() -> None:
+    from aqven.server.mcp_server import tool_names
+
+    names = tool_names()
+    assert names and not [n for n in names if any(w in n for w in ("approve", "stop", "cap", "confirm"))]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "1_000",
+        "٣",
+        "１",
+        "1e3",
+        "1e999999999",
+        "NaN",
+        "Infinity",
+        "-1",
+        "0",
+        "0.0000001",
+        "1.1234567",
+        "1000000.01",
+        "2.00 USD",
+        "",
+        " ",
+        True,
+        [],
+        {},
+        float("inf"),
+        1e999999,
+        0,
+        -2,
+    ],
+)
+def test_caps_are_plain_decimals_within_the_ceiling(bad: Any) -> None:
+    with pytest.raises(AqvenError) as err:
+        parse_cap(bad)
+    assert err.value.code == "VALIDATION_ERROR" and "$1,000,000" in err.value.hint
+
+
+def test_good_caps_parse_exactly() -> None:
+    assert parse_cap("2.5") == Decimal("2.5") and parse_cap(2.5) == Decimal("2.5") and parse_cap(3) == Decimal(3)
+    assert parse_cap(" 1000000 ") == Decimal("1000000") and parse_cap("0.000001") == Decimal("0.000001")
+    assert parse_cap("1.50000000") == Decimal("1.50000000") and parse_cap(None) is None
+
+
+def test_an_absurd_cap_on_approve_is_refused_and_the_series_still_waits(tiny_env: Path, tmp_path: Path) -> None:
+    root = write_tiny(tmp_path / "tiny", case_names(3, 1))
+    with client_for(root) as client:
+        sid = start(client, experiment_id="rate", simulate=True, cap_usd="2.00")["series"]["series_id"]
+        for cap in ("1e999999999", 1e308, "1_000", "٣", "2000000"):
+            r = client.post(f"/api/series/{sid}/approve", json={"cap_usd": cap})
+            assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR", (cap, r.text)
+            assert "hint" in r.json()["error"]
+        for body in ({"cap_usd": "1e400"}, {"on": "dev", "cap_usd": "0.0000001"}):
+            r = client.post("/api/experiments/rate/launch-plan", json=body)
+            assert r.status_code == 422, r.text
+        r = client.post("/api/series", json={"experiment_id": "rate", "cap_usd": "1e999999999"})
+        assert r.status_code == 422, r.text
+        assert get(client, sid)["status"] == "awaiting_approval"
+        assert client.post(f"/api/series/{sid}/approve", json={"cap_usd": 2.5}).status_code == 200
+        assert settle(client, sid)["status"] == "done"
+
+
+def test_a_raised_project_cap_waits_for_a_person(tiny_env: Path, tmp_path: Path) -> None:
+    root = write_tiny(tmp_path / "tiny", case_names(3, 1))
+    with client_for(root) as client:
+        first = client.get("/api/project").json()
+        assert (first["project_cap_usd"], first["project_cap_pending"]) == ("1.00", False)  # a new project: confirmed
+        assert json.loads((root / ".aqven" / "project_cap.json").read_text())["channel"] == "initial"
+
+        aqven_yaml_cap(root, "100000", client)  # what an agent with a file tool could write
+        plan = client.post("/api/experiments/rate/launch-plan", json={}).json()
+        assert plan["project_cap_usd"] == "1.00" and plan["project_cap_asked_usd"] == "100000"
+        assert plan["project_cap_pending"] is True and "aqven cap confirm" in plan["project_cap_note"]
+        assert plan["cap_usd"] == "1.00" and plan["needs_approval"] is False
+        sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
+        snap = settle(client, sid)
+        assert snap["spend"]["cap_usd"] == "1.00" and snap["spend"]["project_cap_usd"] == "1.00"
+        assert snap["project_cap"]["project_cap_pending"] is True
+        above = start(client, experiment_id="rate", simulate=True, cap_usd="50")["series"]
+        assert above["status"] == "awaiting_approval"  # $50 is above the confirmed cap, whatever the file says
+
+        r = client.post("/api/project/cap/confirm", json={"cap_usd": "99999"})  # not what the file asks
+        assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR"
+        r = client.post("/api/project/cap/confirm", json={"cap_usd": "100000"})
+        assert r.status_code == 200, r.text
+        assert (r.json()["project_cap_usd"], r.json()["project_cap_confirmed_by"]) == ("100000", "rest")
+        plan = client.post("/api/experiments/rate/launch-plan", json={}).json()
+        assert plan["project_cap_usd"] == "100000" and plan["project_cap_pending"] is False
+
+        aqven_yaml_cap(root, "0.50", client)  # lowering takes effect at once
+        plan = client.post("/api/experiments/rate/launch-plan", json={}).json()
+        assert (plan["project_cap_usd"], plan["project_cap_pending"]) == ("0.50", False)
+        aqven_yaml_cap(root, "2.00", client)  # and a raise is measured from the lowered cap
+        plan = client.post("/api/experiments/rate/launch-plan", json={}).json()
+        assert (plan["project_cap_usd"], plan["project_cap_asked_usd"]) == ("0.50", "2.00")
+
+        aqven_yaml_cap(root, "2000000")  # above the ceiling: aqven check refuses the file, nothing confirms it
+        wait_until(lambda: client.post("/api/project/cap/confirm", json={"cap_usd": "2000000"}).status_code == 422)
+
+
+def _pty_run(args: list[str], cwd: Path, answer: str, env: dict[str, str]) -> tuple[int, str]:
+    """Run the aqven command on a pseudo-terminal, answer its question with `answer`, return (exit code, output)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aqven", *args], cwd=cwd, env=env, stdin=follower, stdout=follower, stderr=follower
+    )
+    os.close(follower)
+    out = b""
+    answered = False
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ready, _w, _x = select.select([leader], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not answered and b"[y/N]" in out:
+                os.write(leader, answer.encode() + b"\n")
+                answered = True
+        elif proc.poll() is not None:
+            break
+    code = proc.wait(timeout=30)
+    os.close(leader)
+    return code, out.decode(errors="replace")
+
+
+def test_aqven_approve_stop_and_cap_confirm_ask_a_person(tmp_path: Path) -> None:
+    from aqven.project.init import init_project
+
+    root = init_project(tmp_path / "lumen", "lumen")
+    env = cli_env(AQVEN_SIMULATE="1")
+    body = ["reply_overpromise_risk", "--cases", "1", "--repeats", "1", "--cap", "3.00"]
+    try:
+        paused = aqven("series", *body, "--json", cwd=root, env=env)
+        assert paused.returncode == 3, paused.stdout + paused.stderr
+        sid = json.loads(paused.stdout.strip().splitlines()[-1])["series_id"]
+
+        # No terminal to ask at: refused without --yes, and nothing changes.
+        out = aqven("approve", sid, cwd=root, env=env)
+        assert out.returncode == 2 and "CONFIRMATION_REQUIRED" in out.stdout + out.stderr
+        out = aqven("stop", sid, cwd=root, env=env)
+        assert out.returncode == 2 and "CONFIRMATION_REQUIRED" in out.stdout + out.stderr
+        # A person says no at the terminal: nothing changes either.
+        code, text = _pty_run(["approve", sid], root, "n", env)
+        assert code == 1 and "under a cap of $3.00 (was $3.00)" in text and "nothing changed" in text, text
+        # A person says yes.
+        code, text = _pty_run(["approve", sid], root, "y", env)
+        assert code == 0, text
+        from aqven.server.client import Client
+
+        client = Client(root)
+        [approval] = client.get(f"/api/series/{sid}")["approvals"]
+        assert (approval["channel"], approval["confirmed"]) == ("terminal", "tty")
+
+        second = aqven("series", *body, "--json", cwd=root, env=env)
+        sid2 = json.loads(second.stdout.strip().splitlines()[-1])["series_id"]
+        out = aqven("stop", sid2, "--yes", cwd=root, env=env)
+        assert out.returncode in (0, 1), out.stdout + out.stderr
+        [stop] = client.get(f"/api/series/{sid2}")["approvals"]
+        assert (stop["action"], stop["channel"], stop["confirmed"]) == ("stop", "terminal", "--yes")
+
+        # aqven.yaml raises the cap: the CLI says nothing is confirmed until a person does.
+        text = (root / "aqven.yaml").read_text()
+        (root / "aqven.yaml").write_text(text.replace('spend_cap_usd: "1.00"', 'spend_cap_usd: "7.50"'))
+        assert 'spend_cap_usd: "7.50"' in (root / "aqven.yaml").read_text()
+        wait_until(lambda: client.get("/api/project")["project_cap_pending"] is True)  # once the server reloaded
+        out = aqven("cap", "confirm", cwd=root, env=env)
+        assert out.returncode == 2 and client.get("/api/project")["project_cap_usd"] == "1.00"
+        code, text = _pty_run(["cap", "confirm"], root, "y", env)
+        assert code == 0 and "asks for a project cap of $7.50" in text, text
+        project = client.get("/api/project")
+        assert (project["project_cap_usd"], project["project_cap_confirmed_by"]) == ("7.50", "terminal")
+        out = aqven("cap", "confirm", cwd=root, env=env)
+        assert out.returncode == 0 and "nothing to confirm" in out.stdout
+    finally:
+        stop_server(root)

@@ -1,0 +1,387 @@
+"""Studio for decisions, in headless Debian chromium against a spawned project server (issue 14).
+
+Each test walks one thing a person decides from, and would have caught the bug the issue reports: a failed
+check that read "outcome ok", plots whose ticks sat off their labels, a held-out series with a provisional
+badge, "stopped" shown as a green "done", an approval note that vanished, a phone page wider than the phone.
+The series run on the showcase's simulators with fixed seeds, so every count asserted here is the same on
+every run. Screenshots go to test-artifacts/studio/ (the phone ones end in -phone).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.studio import _get, _post, _wait_status, login, open_page, shot
+
+MISTRAL = "reply_noninferior_mistral"  # a noninferiority question: a failed check quotes the reply
+
+
+def start(base: str, body: dict[str, Any]) -> str:
+    sid: str = _post(base, "/api/series", body)["series"]["series_id"]
+    return sid
+
+
+def settle(base: str, sid: str) -> dict[str, Any]:
+    """Wait until the series ended or paused for a person."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        sn: dict[str, Any] = _get(base, f"/api/series/{sid}?wait_seconds=20")
+        if sn["status"] not in ("running", "queued"):
+            return sn
+    raise AssertionError(f"series {sid} did not settle")
+
+
+_SERIES: dict[str, str] = {}
+
+
+def explored(base: str, seed: int) -> str:
+    """A finished dev series of the noninferiority experiment: 30 cases × 1 repeat × 2 variants, seeded."""
+    key = f"{base}:{seed}"
+    if key not in _SERIES:
+        sid = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 30, "repeats": 1, "seed": seed})
+        assert settle(base, sid)["status"] == "done"
+        _SERIES[key] = sid
+    return _SERIES[key]
+
+
+@pytest.fixture
+def phone(browser: Any, server: tuple[Path, str]) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 360, "height": 740}, is_mobile=True, has_touch=True)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.set_default_timeout(20_000)
+    login(pg, server[1])
+    yield pg
+    context.close()
+    assert not errors, errors
+
+
+def no_sideways_scroll(pg: Any) -> None:
+    width = pg.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1], f"the page is {width[0]} px wide on a {width[1]} px screen"
+
+
+# ---- the attempt view ----
+
+
+def test_a_failed_check_reads_failed_with_its_reason_and_the_quoted_text(page: Any, server: tuple[Path, str]) -> None:
+    _root, base = server
+    sid = explored(base, 1)
+    failed = _get(base, f"/api/studio/series/{sid}/attempts?outcome=fail")["items"]
+    assert failed and failed[0]["error_code"] == "CHECK_FAILED"
+    quoted = re.search(r'"([^"]+)"', failed[0]["error_message"])
+    assert quoted, failed[0]
+    open_page(page, base, f"runs/{failed[0]['run_id']}")
+    page.wait_for_selector("#checks")
+    head = page.inner_text("main .sub")
+    assert "check failed" in head  # the run finished "done", the attempt failed its check
+    outcome = page.inner_text("#outcome")
+    assert outcome.startswith("fail: CHECK_FAILED") and "ok" not in outcome
+    row = page.locator("#checks tr[data-check='promises']")
+    assert row.locator(".badge").inner_text() == "fail"
+    assert quoted.group(1) in row.inner_text()  # the stored reason, in full
+    marks = page.locator(".reply mark")
+    assert marks.count() >= 1 and quoted.group(1) in marks.first.inner_text()  # the offending text, highlighted
+    reply = page.inner_text(".reply[data-field='reply']")
+    assert "\\n" not in reply and "{" not in reply  # the reply as text, not as JSON with escapes
+    assert not page.is_visible("#output-json pre")  # the JSON on demand
+    page.click("#output-json summary")
+    assert '"reply"' in page.inner_text("#output-json pre")
+    shot(page, "run-check-failed")
+    # The runs list says which runs failed their checks, and filters on it.
+    open_page(page, base, f"runs?series={sid}&outcome=fail")
+    page.wait_for_selector("#runs-table")
+    rows = page.locator("#runs-table tbody tr")
+    assert rows.count() == len(failed)
+    assert all(rows.nth(i).locator("td.outcome").inner_text() == "check failed" for i in range(rows.count()))
+    open_page(page, base, f"runs?series={sid}")
+    page.wait_for_selector("#runs-table")
+    assert page.locator("#runs-table tbody tr[data-outcome='pass']").count() > 0
+    shot(page, "runs-outcomes")
+
+
+# ---- the decision header and the plots ----
+
+
+def ticks_where_labels_say(pg: Any, selector: str) -> dict[str, Any]:
+    """Read one interval plot's SVG: tick positions, their labels, reference lines and labels, the SVG width."""
+    return pg.eval_on_selector(
+        selector,
+        """svg => {
+          const box = el => { const b = el.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; };
+          const all = sel => [...svg.querySelectorAll(sel)];
+          const at = (l, a) => [Number(l.dataset.value), Number(l.getAttribute(a))];
+          return {
+            width: svg.getBoundingClientRect().width,
+            lo: Number(svg.dataset.lo), hi: Number(svg.dataset.hi),
+            ticks: all('line.tick').map(l => at(l, 'x1')),
+            labels: all('text.tick-label').map(t => [t.textContent, Number(t.getAttribute('x')), box(t)]),
+            refs: all('line.ref').map(l => at(l, 'x1')),
+            refLabels: all('text.ref-label').map(box),
+            rowLabels: all('text.row-label').map(t => [t.textContent, box(t)]),
+            intervals: all('g.interval').map(g => [Number(g.dataset.low), Number(g.dataset.high)]),
+          };
+        }""",
+    )
+
+
+def assert_readable_plot(p: dict[str, Any]) -> None:
+    ticks = p["ticks"]
+    assert len(ticks) >= 3, p
+    (v0, x0), (v1, x1) = ticks[0], ticks[-1]
+    scale = (x1 - x0) / (v1 - v0)
+    steps = {round(b[0] - a[0], 9) for a, b in itertools.pairwise(ticks)}
+    assert len(steps) == 1, steps  # one step between ticks ...
+    step = steps.pop()
+    assert round(step / 10 ** math.floor(math.log10(step)), 6) in (1, 2, 2.5, 5)  # ... a round one
+    for value, x in ticks:  # every tick where its value is on one linear scale
+        assert abs(x0 + (value - v0) * scale - x) < 0.5, (value, x)
+    for (text, x, _box), (value, tx) in zip(p["labels"], ticks, strict=True):  # ... and its label says that value
+        assert abs(float(text.replace("−", "-")) - value) < 1e-9 and abs(x - tx) < 0.01, (text, value)
+    for value, x in p["refs"]:  # the bound, margin and zero lines where their values are
+        assert abs(x0 + (value - v0) * scale - x) < 0.5, (value, x)
+    labels = p["refLabels"]
+    for i, a in enumerate(labels):  # no reference label overlaps another
+        for b in labels[i + 1 :]:
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
+    for text, box in p["rowLabels"]:  # every row label whole inside the plot
+        assert box[0] >= 0, text
+    for low, high in p["intervals"]:  # the axis is zoomed to the data: no interval shrinks to a dot
+        assert (high - low) * abs(scale) > 8 or high - low < 1e-9
+    assert p["lo"] <= min([lo for lo, _ in p["intervals"]] + [v for v, _ in p["refs"]])
+    assert p["hi"] >= max([hi for _, hi in p["intervals"]] + [v for v, _ in p["refs"]])
+
+
+def test_the_decision_header_leads_and_the_plots_read_true(page: Any, server: tuple[Path, str]) -> None:
+    _root, base = server
+    sid = explored(base, 1)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    open_page(page, base, f"series/{sid}")
+    page.wait_for_selector("#verdict[data-provisional='false']")
+    # The verdict first: above progress and spend, a badge and a one-line claim, the sentence, a table.
+    order = page.evaluate(
+        "() => ['#verdict', '#progress-text', '#matrix']"
+        ".map(s => document.querySelector(s).getBoundingClientRect().top)"
+    )
+    assert order == sorted(order), order
+    claim = page.inner_text("#verdict .claim")
+    assert claim.startswith("signal") and "mistral − gpt" in claim and "CI" in claim and "margin −0.02" in claim
+    assert page.inner_text("#verdict-text").startswith("Signal (working cases, not evidence)")
+    assert page.locator("#decision-table tbody tr").count() == 1
+    for plot in ("svg[aria-label^='promises per variant']", "svg[aria-label^='differences']"):
+        page.wait_for_selector(plot)
+        p = ticks_where_labels_say(page, plot)
+        assert_readable_plot(p)
+        assert p["width"] > 900  # as wide as the page gives it, not a fixed 640 px
+    diff = ticks_where_labels_say(page, "svg[aria-label^='differences']")
+    assert {v for v, _ in diff["refs"]} == {0.0, -0.02}  # zero and the margin, both labelled
+    # Latency and cost per attempt, p50 and p95 per variant.
+    page.wait_for_selector("#dist-table")
+    rows = page.locator("#dist-table tbody tr")
+    assert rows.count() == 2 and rows.nth(0).inner_text().startswith("gpt\t30")
+    shot(page, "series-decision")
+    # The same plots, drawn the same way, on a narrow page: still round ticks where their labels say.
+    page.set_viewport_size({"width": 390, "height": 844})
+    diffs = "svg[aria-label^='differences']"
+    page.wait_for_function("s => document.querySelector(s).getBoundingClientRect().width < 380", arg=diffs)
+    assert_readable_plot(ticks_where_labels_say(page, "svg[aria-label^='differences']"))
+
+
+def test_compare_case_by_case_and_diff_two_series(page: Any, server: tuple[Path, str]) -> None:
+    _root, base = server
+    before, after = explored(base, 1), explored(base, 2)
+    open_page(page, base, f"series/{after}")
+    page.click("#grid summary")
+    page.wait_for_selector("#grid-table")
+    assert page.locator("#grid-table tbody tr").count() == 30
+    assert page.locator("#grid-table thead th").all_inner_texts() == ["case", "gpt", "mistral"]
+    page.check("#grid-failures")
+    page.wait_for_function("() => document.querySelectorAll('#grid-table tbody tr').length < 30")
+    failing = page.locator("#grid-table tbody tr")
+    fails = _get(base, f"/api/studio/series/{after}/attempts?outcome=fail")["items"]
+    assert failing.count() == len({a["case_name"] for a in fails})
+    assert all("failing" in (failing.nth(i).get_attribute("class") or "") for i in range(failing.count()))
+    first = failing.first.locator("td.cell-bad a.attempt-link").first
+    href = first.get_attribute("href")
+    assert href and href.startswith("#/runs/run_")
+    # The diff with the earlier series of the same experiment: better, worse, same per case and variant.
+    page.select_option("#diff-with", before)
+    page.wait_for_selector("#diff-counts")
+    want = _get(base, f"/api/studio/series/{before}/diff/{after}")["counts"]
+    assert page.inner_text("#diff-counts").startswith(f"{want['worse']} worse · {want['better']} better")
+    assert page.locator("#diff-table tbody tr").count() == want["worse"] + want["better"]
+    shot(page, "series-compare")
+    first.click()
+    page.wait_for_selector("#checks")
+
+
+# ---- series that have not decided, stopped series, approvals ----
+
+
+def test_a_new_and_a_paused_series_are_not_decided_and_stop_asks_first(page: Any, server: tuple[Path, str]) -> None:
+    _root, base = server
+    # Above the project cap: it waits for a person before anything runs.
+    sid = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 10, "repeats": 1, "cap_usd": "5.00"})
+    assert settle(base, sid)["status"] == "awaiting_approval"
+    open_page(page, base, f"series/{sid}")
+    page.wait_for_selector("#approval")
+    header = page.inner_text("#verdict")
+    assert "not decided yet" in header and "invalid" not in header and "no data" not in header
+    assert page.locator("#verdict .badge.invalid").count() == 0
+    shot(page, "series-new")
+    dialogs: list[str] = []
+    page.once("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))  # type: ignore[func-returns-value]
+    page.click("#stop")
+    assert dialogs and "20 queued attempts never run" in dialogs[0]
+    time.sleep(0.5)
+    assert _get(base, f"/api/series/{sid}")["status"] == "awaiting_approval"  # dismissed: nothing stopped
+    page.once("dialog", lambda d: d.accept())
+    page.click("#stop")
+    _wait_status(page, "stopped")
+    page.wait_for_selector("#verdict[data-provisional='false']")
+    assert page.inner_text("main .sub .badge") == "stopped"  # not a green "done"
+    assert page.locator("main .sub .badge.done").count() == 0
+    assert page.inner_text("#never-ran") == "20 never ran"
+    assert "Stopped at the cap with 20 attempts never run" in page.inner_text("#verdict .claim")
+    assert page.locator("#approved-note").count() == 1  # the note of what was done stays
+    assert page.locator("#approvals tbody tr[data-channel='studio']").count() == 1
+    shot(page, "series-stopped")
+
+
+def test_an_approval_keeps_its_note_history_and_says_what_finishing_costs(page: Any, server: tuple[Path, str]) -> None:
+    _root, base = server
+    sid = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 12, "repeats": 1, "cap_usd": "0.002", "seed": 3})
+    assert settle(base, sid)["status"] == "awaiting_approval"
+    open_page(page, base, f"series/{sid}")
+    page.wait_for_selector("#finish-estimate")
+    estimate = page.inner_text("#finish-estimate")
+    assert "attempts left" in estimate and "lets it finish" in estimate
+    assert "not decided yet" in page.inner_text("#verdict")
+    shot(page, "series-paused-estimate")
+    page.click("#use-finish-cap")
+    suggested = page.input_value("#approve-cap")
+    assert float(suggested) > 0.002
+    page.click("#approve")
+    page.wait_for_selector("#approved-note")
+    final = settle(base, sid)
+    assert final["status"] == "done", final["status"]  # the estimated cap was enough: no second pause
+    _wait_status(page, "done")
+    assert "the cap went from $0.0020 to" in page.inner_text("#approved-note")  # still there after it ran on
+    row = page.locator("#approvals tbody tr").first
+    cells = row.locator("td").all_inner_texts()
+    assert cells[1] == "approve" and cells[2] == "studio" and cells[3] == "$0.0020"
+    shot(page, "series-approved-history")
+
+
+def test_a_running_held_out_series_shows_no_provisional_verdict(page: Any, server: tuple[Path, str]) -> None:
+    _root, base = server
+    open_page(page, base, "experiments/reply_overpromise_risk")
+    page.wait_for_selector("#launch-plan dl")
+    page.check("#on-holdout")
+    page.wait_for_selector("#confirm-ack")
+    ack = page.inner_text("#confirm-ack")
+    assert "This read cannot decide" in ack and "first read of" in ack
+    assert page.is_disabled("#lp-start")
+    page.fill("#lp-cap", "0.0012")  # pauses after a few attempts: a held-out series that has not ended
+    page.wait_for_function("() => document.querySelector('#launch-plan').textContent.includes('$0.0012')")
+    page.check("#ack")
+    shot(page, "confirm-ack")
+    page.click("#lp-start")
+    page.wait_for_url(re.compile(r".*#/series/ser_[0-9a-f]+$"))
+    page.wait_for_selector("#approval", timeout=45_000)
+    header = page.inner_text("#verdict")
+    assert "not decided yet" in header and "Provisional" not in page.inner_text("main")
+    for word in ("confirmed", "refuted", "inconclusive", "signal", "invalid"):
+        assert page.locator(f"#verdict .badge.{word}").count() == 0
+    assert page.locator("#grid").count() == 0 and page.locator("#dist-table").count() == 0  # held out: only counted
+    shot(page, "series-holdout-running")
+
+
+# ---- phones ----
+
+
+def test_series_and_approval_pages_fit_a_phone(phone: Any, server: tuple[Path, str]) -> None:
+    _root, base = server
+    sid = explored(base, 1)
+    open_page(phone, base, f"series/{sid}")
+    phone.wait_for_selector("#verdict[data-provisional='false']")
+    phone.wait_for_selector("svg[aria-label^='differences']")
+    no_sideways_scroll(phone)
+    nav = phone.eval_on_selector("#nav", "n => n.getBoundingClientRect().width / window.innerWidth")
+    assert nav > 0.9  # a row across the top, not a column taking half the screen
+    shot(phone, "series-phone")
+    paused = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 8, "repeats": 1, "cap_usd": "0.0012"})
+    assert settle(base, paused)["status"] == "awaiting_approval"
+    open_page(phone, base, f"series/{paused}")
+    phone.wait_for_selector("#approval")
+    no_sideways_scroll(phone)
+    box = phone.eval_on_selector("#approve", "b => b.getBoundingClientRect().right")
+    assert box <= 360
+    shot(phone, "approval-phone")
+    failed = _get(base, f"/api/studio/series/{sid}/attempts?outcome=fail")["items"][0]
+    for route in ("", "runs", f"runs/{failed['run_id']}", "findings", "experiments/reply_overpromise_risk"):
+        open_page(phone, base, route)
+        phone.wait_for_timeout(200)
+        no_sideways_scroll(phone)
+    shot(phone, "experiment-phone")
+
+
+# ---- findings, lists, the chat ----
+
+
+def test_findings_plots_read_true_and_lists_say_stopped(page: Any, server: tuple[Path, str]) -> None:  # noqa: F811
+    _root, base = server
+    sid = start(base, {"experiment_id": "reply_overpromise_risk", "on": "holdout", "cases": 3, "repeats": 1})
+    assert settle(base, sid)["status"] == "done"
+    open_page(page, base, "findings")
+    plot = f"svg[aria-label='cells of finding {sid}']"
+    page.wait_for_selector(plot)
+    assert_readable_plot(ticks_where_labels_say(page, plot))  # drawn as on the series page: zoomed, round ticks
+    stopped = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 2, "repeats": 1, "cap_usd": "5.00"})
+    assert settle(base, stopped)["status"] == "awaiting_approval"
+    _post(base, f"/api/series/{stopped}/stop", {})
+    open_page(page, base, "research")
+    page.wait_for_selector("#experiments")
+    row = page.locator("tr", has=page.locator(f"a[href='#/series/{stopped}']")).last
+    assert row.locator("td").nth(3).inner_text() == "stopped" and row.locator("td").nth(4).inner_text() == "—"
+
+
+def test_a_chat_error_is_shown_as_an_error(browser: Any, server: tuple[Path, str]) -> None:  # noqa: F811
+    _root, base = server
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.set_default_timeout(20_000)
+    login(pg, base)
+    open_page(pg, base, "chat")
+    failure = '{"error": {"code": "CHAT_FAILED", "message": "the model answered nothing", "hint": "try again"}}'
+
+    def fail_post(route: Any) -> None:
+        if route.request.method == "POST":
+            route.fulfill(status=502, content_type="application/json", body=failure)
+        else:
+            route.continue_()
+
+    pg.route("**/api/chat", fail_post)
+    pg.fill("#chat-input", "status of the latest series")
+    pg.keyboard.press("Enter")
+    pg.wait_for_selector(".msg.error[role='alert']")
+    text = pg.inner_text(".msg.error")
+    assert "The chat failed" in text and "CHAT_FAILED" in text and "hint: try again" in text
+    assert pg.locator(".msg.assistant:not(#chat-thinking)").count() == 0  # not an answer bubble
+    shot(pg, "chat-error")
+    context.close()
+    # The browser logs the 502 it was given; nothing else may reach the console.
+    assert [e for e in errors if "502" not in e] == [], errors
