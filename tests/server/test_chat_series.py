@@ -29,7 +29,7 @@ from support.commands import api_client
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("AQVEN_SIMULATE", "1")
     monkeypatch.setenv("AQVEN_SIM_LATENCY_SCALE", "0")
-    monkeypatch.delenv(chat.AGENT_ENV, raising=False)
+    monkeypatch.delenv(chat_offline.AGENT_ENV, raising=False)
     root = init_project(tmp_path / "lumen", "lumen")
     (root / "AGENTS.md").write_text("Agents: answer in one paragraph and quote verdict sentences as they are.\n")
     return root
@@ -87,7 +87,7 @@ async def test_chat_tools_are_the_mcp_tools_and_follow_agents_md(project: Path) 
     def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         seen["tools"] = {t.name: t.parameters_json_schema for t in info.function_tools}
         seen["instructions"] = info.instructions or ""
-        return chat.offline_model().function(messages, info)  # type: ignore[misc,return-value]
+        return chat_offline.offline_model().function(messages, info)  # type: ignore[misc,return-value]
 
     try:
         await chat.reply(svc, [{"role": "user", "content": "hello"}], model=FunctionModel(script))

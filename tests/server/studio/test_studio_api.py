@@ -18,7 +18,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from aqven.project.init import init_project
 from aqven.research.experiments.inputs import series_manifest
-from aqven.server import chat
+from aqven.server import chat, chat_offline
 from aqven.server.app import create_app
 from aqven.server.routes_studio import STUDIO_DIR, freshness
 from aqven.server.service import ProjectService
@@ -48,7 +48,7 @@ of as_written is 0.917.” — 6 cases × 2 repeats of `support_case_cases`, 202
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("AQVEN_SIMULATE", "1")
     monkeypatch.setenv("AQVEN_SIM_LATENCY_SCALE", "0")
-    monkeypatch.delenv(chat.AGENT_ENV, raising=False)
+    monkeypatch.delenv(chat_offline.AGENT_ENV, raising=False)
     return init_project(tmp_path / "lumen", "lumen")
 
 
@@ -313,17 +313,17 @@ def test_chat_endpoint(client: TestClient, project: Path) -> None:
 def test_chat_agent_is_named_by_env_and_stands_in_when_simulated(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(chat.AGENT_ENV, "gpt")
+    monkeypatch.setenv(chat_offline.AGENT_ENV, "gpt")
     svc = ProjectService(project)
     r = chat.describe(svc)["responder"]
     assert r["kind"] == "offline" and "stands in for agent gpt" in r["text"]
     monkeypatch.setenv("AQVEN_SIMULATE", "0")
     r = chat.describe(svc)["responder"]
     assert r["kind"] == "agent" and r["model"].startswith("openrouter:") and r["simulated"] is False
-    monkeypatch.setenv(chat.AGENT_ENV, "nobody")
+    monkeypatch.setenv(chat_offline.AGENT_ENV, "nobody")
     assert "not in the project" in chat.describe(svc)["responder"]["text"]
     svc.db.close()
-    assert os.environ[chat.AGENT_ENV] == "nobody"
+    assert os.environ[chat_offline.AGENT_ENV] == "nobody"
 
 
 def test_aqven_studio_prints_the_url_and_opens_a_browser(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -339,7 +339,7 @@ def test_series_and_approval_pages_fit_a_phone(phone: Any, server: tuple[Path, s
 # ---- findings, lists, the chat ----
 
 
-def test_findings_plots_read_true_and_lists_say_stopped(page: Any, server: tuple[Path, str]) -> None:  # noqa: F811
+def test_findings_plots_read_true_and_lists_say_stopped(page: Any, server: tuple[Path, str]) -> None:
     _root, base = server
     sid = start(base, {"experiment_id": "reply_overpromise_risk", "on": "holdout", "cases": 3, "repeats": 1})
     assert settle(base, sid)["status"] == "done"
@@ -356,7 +356,7 @@ def test_findings_plots_read_true_and_lists_say_stopped(page: Any, server: tuple
     assert row.locator("td").nth(3).inner_text() == "stopped" and row.locator("td").nth(4).inner_text() == "—"
 
 
-def test_a_chat_error_is_shown_as_an_error(browser: Any, server: tuple[Path, str]) -> None:  # noqa: F811
+def test_a_chat_error_is_shown_as_an_error(browser: Any, server: tuple[Path, str]) -> None:
     _root, base = server
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     pg = context.new_page()
