@@ -20,9 +20,7 @@ from aqven.project.yaml_source import read_yaml
 
 
 def _diag(code: str, message: str, file: str | None, line: int | None, hint: str, warning: bool = False) -> Diagnostic:
-    return Diagnostic(
-        code=code, severity="warning" if warning else "error", file=file, line=line, message=message, hint=hint
-    )
+    return Diagnostic.of(code, message, file=file, line=line, hint=hint, severity="warning" if warning else "error")
 
 
 def check_flows(project: Project) -> list[Diagnostic]:

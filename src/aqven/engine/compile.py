@@ -17,7 +17,7 @@ from aqven.engine.template import placeholders
 from aqven.engine.variant import FlowPatch
 from aqven.errors import ProjectError
 from aqven.project.bindings import Binding, BindingSyntaxError, bindings_in, is_binding, parse_binding
-from aqven.project.diagnostics import Diagnostic
+from aqven.project.diagnostics import Diagnostics
 from aqven.project.loader import FlowSource, Project
 from aqven.project.paths import inside, is_file, rel
 from aqven.project.pycode import load_function
@@ -46,7 +46,7 @@ class FlowCompiler:
         self.project = project
         self.patch = patch or FlowPatch()
         self.load_code = load_code
-        self.diagnostics: list[Diagnostic] = []
+        self.diagnostics = Diagnostics()
         self._stack: list[str] = []
         self._done: dict[str, CompiledFlow | None] = {}
         self._errors = 0
@@ -56,15 +56,12 @@ class FlowCompiler:
     def _err(self, code: str, message: str, where: tuple[str, int | None], hint: str = "") -> None:
         file, line = where
         self._errors += 1  # counted even when the same diagnostic is already listed
-        d = Diagnostic(code=code, severity="error", file=file, line=line, message=message, hint=hint)
-        if d not in self.diagnostics:  # a module that fails to import is named by every node that uses it
-            self.diagnostics.append(d)
+        # unique: a module that fails to import is named by every node that uses it
+        self.diagnostics.add(code, message, file=file, line=line, hint=hint, unique=True)
 
     def _warn(self, code: str, message: str, where: tuple[str, int | None], hint: str = "") -> None:
         file, line = where
-        self.diagnostics.append(
-            Diagnostic(code=code, severity="warning", file=file, line=line, message=message, hint=hint)
-        )
+        self.diagnostics.warning(code, message, file=file, line=line, hint=hint)
 
     # ---- flows ----
 

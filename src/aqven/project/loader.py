@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from aqven.errors import ProjectError
-from aqven.project.diagnostics import Diagnostic, sort_key
+from aqven.project.diagnostics import Diagnostic, Diagnostics, sort_key
 from aqven.project.paths import link_outside, listed_name, rel, within
 from aqven.project.schema import AgentSpec, Dataset, FlowSpec, ProjectConfig, is_identifier, is_package_name
 from aqven.project.split import Side, side_of
@@ -41,7 +41,7 @@ class Project:
     datasets: dict[str, Dataset] = field(default_factory=dict)
     flows: dict[str, FlowSource] = field(default_factory=dict)
     docs: dict[str, YamlDoc] = field(default_factory=dict)  # relative file -> parsed doc
-    diagnostics: list[Diagnostic] = field(default_factory=list)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
     files: dict[tuple[str, str], str] = field(default_factory=dict)  # (agent|dataset|flow, id) -> relative file
     failed: set[tuple[str, str]] = field(default_factory=set)  # (kind, id) whose file exists but did not load
     # False when aqven.yaml names no valid package: the split is unknown, so no case may be shown as dev.
@@ -77,15 +77,8 @@ class Project:
         hint: str = "",
         severity: str = "error",
     ) -> None:
-        self.diagnostics.append(
-            Diagnostic(
-                code=code,
-                severity="error" if severity == "error" else "warning",
-                file=file,
-                line=line,
-                message=message,
-                hint=hint,
-            )
+        self.diagnostics.add(
+            code, message, file=file, line=line, hint=hint, severity="error" if severity == "error" else "warning"
         )
 
 

@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from aqven.engine.variant import AlternativeNode, FlowPatch
 from aqven.errors import ProjectError
-from aqven.project.diagnostics import Diagnostic
+from aqven.project.diagnostics import Diagnostic, Diagnostics
 from aqven.project.loader import Project, validation_diagnostics
 from aqven.project.paths import inside, rel
 from aqven.project.schema import Node
@@ -31,18 +31,11 @@ class Assembly:
 
     def __init__(self, project: Project, exp: ExperimentSource) -> None:
         self.project, self.exp = project, exp
-        self.diagnostics: list[Diagnostic] = []
+        self.diagnostics = Diagnostics()
 
     def err(self, code: str, message: str, path: Where, hint: str) -> None:
-        self.diagnostics.append(
-            Diagnostic(
-                code=code,
-                severity="error",
-                file=self.exp.file,
-                line=self.project.doc_line(self.exp.file, path),
-                message=message,
-                hint=hint,
-            )
+        self.diagnostics.error(
+            code, message, file=self.exp.file, line=self.project.doc_line(self.exp.file, path), hint=hint
         )
 
     def patch(self, variant_index: int) -> FlowPatch:
