@@ -89,6 +89,8 @@ def model_settings(agent: AgentSpec) -> ModelSettings:
 class _Usage:
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     requests: int = 0
     model_name: str | None = None
     provider_costs: list[Decimal | None] = field(default_factory=list)
@@ -101,6 +103,8 @@ def _usage(messages: list[ModelMessage]) -> _Usage:
             u.requests += 1
             u.input_tokens += m.usage.input_tokens
             u.output_tokens += m.usage.output_tokens
+            u.cache_read_tokens += m.usage.cache_read_tokens
+            u.cache_write_tokens += m.usage.cache_write_tokens
             u.model_name = m.model_name or u.model_name
             u.provider_costs.append(wire.to_decimal((m.provider_details or {}).get("cost")))
     return u
@@ -129,6 +133,9 @@ def _price(call: ModelCall, u: _Usage, state: wire.WireState) -> Price:
         output_tokens=u.output_tokens,
         requests=u.requests,
         reported=None if call.simulate else _reported_cost(u, state),
+        cache_read_tokens=u.cache_read_tokens,
+        cache_write_tokens=u.cache_write_tokens,
+        declared=call.agent.price,
     )
 
 

@@ -55,7 +55,7 @@ InfraCode = Literal[
 ]
 OutcomeCode = ModelFailureCode | InfraCode
 OutcomeClass = Literal["model_failure", "infra"]
-CostSource = Literal["provider", "openrouter_list", "genai_prices", "unknown"]
+CostSource = Literal["provider", "openrouter_list", "genai_prices", "agent_price", "unknown"]
 
 MODEL_FAILURE_CODES: Final[frozenset[str]] = frozenset(get_args(ModelFailureCode))
 INFRA_CODES: Final[frozenset[str]] = frozenset(get_args(InfraCode))

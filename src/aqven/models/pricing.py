@@ -7,10 +7,13 @@ The chain (spec, "What a series costs"):
 2. ``openrouter_list`` — OpenRouter's public model list, cached in a file in the ``/api/v1/models``
    format (``AQVEN_PRICES_FILE``, else ``~/.cache/aqven/openrouter-models.json``), refreshed by
    ``aqven prices update`` when the network allows, never required;
-3. ``genai_prices`` — the table bundled with genai-prices;
-4. ``unknown`` — no price: the cost is None and the spend is a lower bound.
+3. ``genai_prices`` — the table bundled with genai-prices, on the full usage (cache reads and writes too);
+4. ``agent_price`` — the price the agent file declares (``price:``, USD per million tokens), for a model
+   nothing above prices (a local server, a new model);
+5. ``unknown`` — no price: the cost is None and the spend is a lower bound.
 
-Simulated calls skip step 1 and are priced like the real model for the same tokens.
+Simulated calls skip step 1 and are priced like the real model for the same tokens. Input tokens include the
+cache tokens (pydantic-ai's usage counts them in ``input_tokens``); cached tokens are priced at their own rate.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from typing import Any, Final
 from aqven.errors import AqvenError
 from aqven.models.outcomes import CostSource
 from aqven.project.providers import PROVIDERS
+from aqven.project.schema import AgentPrice
+
+MILLION: Final = Decimal(1_000_000)
 
 OPENROUTER_MODELS_URL: Final = "https://openrouter.ai/api/v1/models"
 
@@ -36,6 +42,34 @@ OPENROUTER_MODELS_URL: Final = "https://openrouter.ai/api/v1/models"
 class Price:
     cost_usd: Decimal | None
     source: CostSource
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The usage a call is priced on. `input` counts every input token, the cache reads and writes among them."""
+
+    input: int
+    output: int
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def uncached_input(self) -> int:
+        return max(self.input - self.cache_read - self.cache_write, 0)
+
+
+def declared_cost(price: AgentPrice, tokens: Tokens) -> Decimal:
+    """The cost by an agent file's declared price (USD per million tokens); cache tokens at the input price
+    unless the file gives their own."""
+    read = price.cache_read if price.cache_read is not None else price.input
+    write = price.cache_write if price.cache_write is not None else price.input
+    total = (
+        price.input * tokens.uncached_input
+        + read * tokens.cache_read
+        + write * tokens.cache_write
+        + price.output * tokens.output
+    )
+    return total / MILLION
 
 
 @dataclass(frozen=True)
@@ -131,22 +165,24 @@ def list_price(
     return None
 
 
-def genai_price(provider: str, names: Sequence[str], input_tokens: int, output_tokens: int) -> Decimal | None:
+def genai_price(provider: str, names: Sequence[str], tokens: Tokens) -> Decimal | None:
     spec = PROVIDERS.get(provider)
     provider_id = spec.genai_id if spec else None
     if provider_id is None:
         return None  # an OpenAI-compatible server of unknown pricing: never guess
     from genai_prices import Usage, calc_price  # loads its price data on import: only a call to price pays for it
 
+    usage = Usage(
+        input_tokens=tokens.input,
+        output_tokens=tokens.output,
+        cache_read_tokens=tokens.cache_read or None,
+        cache_write_tokens=tokens.cache_write or None,
+    )
     for name in dict.fromkeys(n for n in names if n):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                result = calc_price(
-                    Usage(input_tokens=input_tokens, output_tokens=output_tokens),
-                    model_ref=name,
-                    provider_id=provider_id,
-                )
+                result = calc_price(usage, model_ref=name, provider_id=provider_id)
         except (LookupError, ValueError):
             continue
         total = result.total_price
@@ -162,17 +198,37 @@ def price_call(
     output_tokens: int,
     requests: int = 1,
     reported: Decimal | None = None,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
+    declared: AgentPrice | None = None,
 ) -> Price:
-    """The cost of a call and its source. `model_names`: the configured name first, then the answering one."""
+    """The cost of a call and its source. `model_names`: the configured name first, then the answering one;
+    `declared`: the agent file's own price, used when nothing else prices the model."""
     if reported is not None:
         return Price(reported, "provider")
+    tokens = Tokens(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
     cost = list_price(provider, model_names, input_tokens, output_tokens, requests)
     if cost is not None:
         return Price(cost, "openrouter_list")
-    cost = genai_price(provider, model_names, input_tokens, output_tokens)
+    cost = genai_price(provider, model_names, tokens)
     if cost is not None:
         return Price(cost, "genai_prices")
+    if declared is not None:
+        return Price(declared_cost(declared, tokens), "agent_price")
     return Price(None, "unknown")
+
+
+REPORTS_COST: Final = ("openrouter",)  # providers whose every answer reports its cost
+
+
+def is_priced(provider: str, model_name: str, declared: AgentPrice | None, *, simulated: bool) -> bool:
+    """Whether a call of the model will have a price: a series on a model that nothing prices has a cap that
+    cannot stop it. A provider that reports its cost prices live calls; a simulated call has no report."""
+    if declared is not None or (provider in REPORTS_COST and not simulated):
+        return True
+    if list_price(provider, [model_name], 1, 1, 1) is not None:
+        return True
+    return genai_price(provider, [model_name], Tokens(1, 1)) is not None
 
 
 async def update_price_list(dest: Path | None = None) -> int:

@@ -18,7 +18,6 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Final, assert_never
 
-import httpx2
 from pydantic_ai.models import Model
 
 from aqven.models import wire
@@ -83,9 +82,7 @@ def resolve_endpoint(agent: AgentSpec) -> Endpoint:
 _models: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], Model]] = (
     weakref.WeakKeyDictionary()
 )
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], httpx2.AsyncClient]] = (
-    weakref.WeakKeyDictionary()
-)
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], Any]] = weakref.WeakKeyDictionary()
 
 
 def build_model(agent: AgentSpec) -> Model:
@@ -96,22 +93,26 @@ def build_model(agent: AgentSpec) -> Model:
     key = endpoint.cache_key()
     model = cache.get(key)
     if model is None:
-        model = _new_model(endpoint, _client(loop, endpoint, agent.settings.timeout_s))
+        # Every provider gets the shared client with the wire hooks; Groq's SDK is on the legacy httpx package.
+        spec = PROVIDERS.get(endpoint.provider)
+        client = _client(loop, endpoint, agent.settings.timeout_s, legacy=spec is not None and spec.wire == "groq")
+        model = _new_model(endpoint, client)
         cache[key] = model
     return model
 
 
-def _client(loop: asyncio.AbstractEventLoop, endpoint: Endpoint, timeout_s: float) -> httpx2.AsyncClient:
+def _client(loop: asyncio.AbstractEventLoop, endpoint: Endpoint, timeout_s: float, *, legacy: bool = False) -> Any:
+    """The shared client of a provider on this loop, with the wire hooks (`legacy`: on the `httpx` package)."""
     clients = _clients.setdefault(loop, {})
-    key = (endpoint.provider, endpoint.base_url, timeout_s)
+    key = (endpoint.provider, endpoint.base_url, timeout_s, legacy)
     client = clients.get(key)
     if client is None or client.is_closed:
-        client = wire.http_client(timeout_s)
+        client = wire.legacy_http_client(timeout_s) if legacy else wire.http_client(timeout_s)
         clients[key] = client
     return client
 
 
-def _new_model(endpoint: Endpoint, client: httpx2.AsyncClient) -> Model:
+def _new_model(endpoint: Endpoint, client: Any) -> Model:
     provider, name, base_url, api_key = endpoint.provider, endpoint.model_name, endpoint.base_url, endpoint.api_key
     spec = PROVIDERS.get(provider)
     if spec is None:
@@ -141,12 +142,12 @@ def _new_model(endpoint: Endpoint, client: httpx2.AsyncClient) -> Model:
         from pydantic_ai.models.mistral import MistralModel
         from pydantic_ai.providers.mistral import MistralProvider
 
-        return MistralModel(name, provider=MistralProvider(api_key=api_key, base_url=base_url))
+        return MistralModel(name, provider=MistralProvider(api_key=api_key, base_url=base_url, http_client=client))
     if wire_ == "groq":
         from pydantic_ai.models.groq import GroqModel
         from pydantic_ai.providers.groq import GroqProvider
 
-        return GroqModel(name, provider=GroqProvider(api_key=api_key, base_url=base_url))
+        return GroqModel(name, provider=GroqProvider(api_key=api_key, base_url=base_url, http_client=client))
     assert_never(wire_)
 
 

@@ -48,13 +48,13 @@ class WireState:
 CURRENT: contextvars.ContextVar[WireState | None] = contextvars.ContextVar("aqven_wire_state", default=None)
 
 
-async def _on_request(request: httpx2.Request) -> None:
+async def _on_request(request: httpx2.Request | Any) -> None:
     state = CURRENT.get()
     if state is not None:
         state.headers_received = False
 
 
-async def _on_response(response: httpx2.Response) -> None:
+async def _on_response(response: httpx2.Response | Any) -> None:
     state = CURRENT.get()
     if state is None:
         return
@@ -100,5 +100,16 @@ def http_client(timeout_s: float) -> httpx2.AsyncClient:
     """An HTTP client with AQVEN's hooks. Per-request timeouts come from the model settings."""
     return httpx2.AsyncClient(
         timeout=httpx2.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+        event_hooks={"request": [_on_request], "response": [_on_response]},
+    )
+
+
+def legacy_http_client(timeout_s: float) -> Any:
+    """The same client on the legacy `httpx` package, for SDKs still built on it (Groq's): the same hooks, so the
+    reported cost and the stall timeout reach every provider."""
+    import httpx
+
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
         event_hooks={"request": [_on_request], "response": [_on_response]},
     )

@@ -77,6 +77,25 @@ class AgentSettings(Strict):
     stall_timeout_s: Annotated[float, Field(gt=0, le=3600)] | None = None
 
 
+PerMillion = Annotated[Decimal, Field(ge=0, le=Decimal("100000"), allow_inf_nan=False)]
+
+
+class AgentPrice(Strict):
+    """A price the agent file declares for a model nothing else prices: USD per million tokens.
+
+    Cache reads and writes cost the input price unless given. The last source before unknown."""
+
+    input: PerMillion
+    output: PerMillion
+    cache_read: PerMillion | None = None
+    cache_write: PerMillion | None = None
+
+    @field_validator("input", "output", "cache_read", "cache_write", mode="before")
+    @classmethod
+    def _money(cls, v: Any) -> Any:
+        return repr(v) if isinstance(v, float) else v  # money is Decimal: a float is read through its text
+
+
 class AgentSpec(Strict):
     id: str = ""
     model: str
@@ -88,6 +107,10 @@ class AgentSpec(Strict):
     output_retries: Annotated[int, Field(ge=0, le=10)] = 1
     system_prompt: str | None = None
     simulator: str | None = None
+    price: AgentPrice | None = None
+    # The most tokens (input + output, every call of every attempt) a series may use while this agent is one of
+    # its agents: a bound for a model nothing prices, which pauses the series like the spend cap.
+    token_cap: Annotated[int, Field(ge=1, le=10_000_000_000)] | None = None
 
     @field_validator("model")
     @classmethod
