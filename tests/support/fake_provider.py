@@ -45,6 +45,7 @@ class FakeReply:
     model: str | None = None  # "model" of the answer (default: the requested model)
     input_tokens: int = 11
     output_tokens: int = 7
+    cached_tokens: int = 0  # of input_tokens, read from the cache (usage.prompt_tokens_details.cached_tokens)
     delay_s: float = 5.0  # slow / stall
     retry_after: str = "2"
 
@@ -241,6 +242,8 @@ class _Handler(BaseHTTPRequestHandler):
             "completion_tokens": reply.output_tokens,
             "total_tokens": reply.input_tokens + reply.output_tokens,
         }
+        if reply.cached_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
         if reply.cost is not None:
             usage["cost"] = float(reply.cost) if isinstance(reply.cost, str) else reply.cost
         return {

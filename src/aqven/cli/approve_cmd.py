@@ -39,10 +39,17 @@ def terminal_headers(how: str) -> dict[str, str]:
     return {CHANNEL_HEADER: "terminal", CONFIRMED_HEADER: how}
 
 
-def approve_question(state: dict[str, Any], cap: str | None) -> str:
+def approve_question(state: dict[str, Any], cap: str | None, token_cap: int | None = None) -> str:
     """What a person is asked before `aqven approve`: the old cap, the new one and what the series spent."""
     old = Decimal(state["spend"]["cap_usd"])
     pause = state.get("pause") or {}
+    if pause.get("reason") == "tokens_near_cap":
+        old_tokens = int(pause.get("token_cap") or 0)
+        new_tokens = token_cap if token_cap is not None else old_tokens * 2
+        return (
+            f"Continue series {state['series_id']} (tokens_near_cap, {int(pause.get('tokens_used') or 0):,} tokens "
+            f"used) under a token cap of {new_tokens:,} (was {old_tokens:,})?"
+        )
     default = old if pause.get("reason") == "cap_above_project" else old * 2  # as the server decides
     new = cap if cap is not None else str(default)
     spent = pause.get("spent_usd") or state["spend"]["usd"]
@@ -52,7 +59,9 @@ def approve_question(state: dict[str, Any], cap: str | None) -> str:
     )
 
 
-def approve(client: Client, series_id: str, cap: str | None, *, yes: bool) -> dict[str, Any]:
+def approve(
+    client: Client, series_id: str, cap: str | None, *, yes: bool, token_cap: int | None = None
+) -> dict[str, Any]:
     state: dict[str, Any] = client.get(f"/api/series/{series_id}")
     if state["status"] != "awaiting_approval":
         raise AqvenError(
@@ -60,8 +69,10 @@ def approve(client: Client, series_id: str, cap: str | None, *, yes: bool) -> di
             code="SERIES_STATE_CONFLICT",
             hint="approve a series whose status is awaiting_approval",
         )
-    how = person_confirms(approve_question(state, cap), yes=yes)
-    body = {"cap_usd": cap} if cap else {}
+    how = person_confirms(approve_question(state, cap, token_cap), yes=yes)
+    body: dict[str, Any] = {"cap_usd": cap} if cap else {}
+    if token_cap is not None:
+        body["token_cap"] = token_cap
     out: dict[str, Any] = client.request(
         "POST", f"/api/series/{series_id}/approve", body, headers=terminal_headers(how)
     )

@@ -282,7 +282,7 @@ def _series_action(path: str, body: dict[str, Any], root: Path | None, *, yes: b
     try:
         client = Client(project_root(root))
         if path.endswith("/approve"):
-            state = approve_cmd.approve(client, sid, body.get("cap_usd"), yes=yes)
+            state = approve_cmd.approve(client, sid, body.get("cap_usd"), yes=yes, token_cap=body.get("token_cap"))
         elif path.endswith("/stop"):
             state = approve_cmd.stop(client, sid, yes=yes)
         else:
@@ -301,11 +301,17 @@ def _series_action(path: str, body: dict[str, Any], root: Path | None, *, yes: b
 def approve(
     series_id: Annotated[str, typer.Argument(help="the paused series")],
     cap: Annotated[str | None, typer.Option(help="the new cap in USD (default: double the old one)")] = None,
+    token_cap: Annotated[
+        int | None, typer.Option(help="a series paused near its token cap: the new token cap (default: double)")
+    ] = None,
     yes: YesOpt = False,
     root: RootOpt = None,
 ) -> None:
     """Continue a series paused at its cap, with a higher cap, and follow it to its verdict (asks first)."""
-    _series_action(f"/api/series/{series_id}/approve", {"cap_usd": cap} if cap else {}, root, yes=yes)
+    body: dict[str, Any] = {"cap_usd": cap} if cap else {}
+    if token_cap is not None:
+        body["token_cap"] = token_cap
+    _series_action(f"/api/series/{series_id}/approve", body, root, yes=yes)
 
 
 @app.command()

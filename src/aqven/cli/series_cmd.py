@@ -65,7 +65,18 @@ def report(client: Client, state: dict[str, Any]) -> int:
     status = state["status"]
     spend = state["spend"]
     sid = state["series_id"]
-    if status == "awaiting_approval":
+    if status == "awaiting_approval" and (state.get("pause") or {}).get("reason") == "tokens_near_cap":
+        pause = state["pause"]
+        console.print(
+            f"series {sid} is waiting for approval (tokens_near_cap): used {int(pause.get('tokens_used') or 0):,} "
+            f"of its {int(pause.get('token_cap') or 0):,}-token cap."
+        )
+        console.print(
+            f"continue it in Studio: {studio_link(client, f'series/{sid}')}  or  aqven approve {sid} "
+            f"[--token-cap N]  (stop it: aqven stop {sid})",
+            soft_wrap=True,
+        )
+    elif status == "awaiting_approval":
         pause = state.get("pause") or {}
         console.print(
             f"series {sid} is waiting for approval ({pause.get('reason')}): spent "
@@ -155,6 +166,9 @@ def start_and_follow(client: Client, body: dict[str, Any], *, as_json: bool, gat
     started = client.post("/api/series", body)
     plan = started.get("launch_plan") or {}
     series = started["series"]
+    bound = (plan.get("bounds") or {}).get("text")
+    if bound:  # before anything runs, even with --json (on stderr): the cap cannot stop this series
+        err_console.print(f"warning: {bound}", markup=False)
     if not as_json:
         for line in plan_lines(plan):
             err_console.print(line, markup=False)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aqven.engine.code_worker import CodeTimeout, run_code
 from aqven.engine.compile import compile_flow
 from aqven.engine.compiled import CompiledFlow, CompiledNode
 from aqven.engine.template import render
@@ -21,7 +21,7 @@ from aqven.engine.variant import FlowPatch
 from aqven.errors import AqvenError, ProjectError, RunInputError
 from aqven.models import gate
 from aqven.models.call import CallResult, ModelCall, call_model
-from aqven.models.outcomes import ModelCallError, outcome_class
+from aqven.models.outcomes import CODE_TIMEOUT, ModelCallError, outcome_class
 from aqven.project.bindings import Binding, bindings_in, parse_binding, resolve
 from aqven.project.conform import violation
 from aqven.project.loader import Project
@@ -32,6 +32,7 @@ from aqven.store.runs import RunStore
 CallModel = Callable[[ModelCall, Callable[[str, dict[str, Any]], None] | None], Awaitable[CallResult]]
 PatchResolver = Callable[[RunRequest], FlowPatch | None]
 MAX_RETRY_WAIT_S = 30.0
+DEFAULT_CODE_TIMEOUT_S = 60.0
 
 
 class WaitingHuman(Exception):
@@ -399,11 +400,17 @@ class Engine:
 
     async def _code(self, node: CompiledNode, inputs: dict[str, Any], path: str) -> Any:
         assert node.code_file is not None and node.code_function is not None
+        timeout_s = getattr(node.spec, "timeout_s", DEFAULT_CODE_TIMEOUT_S)
         try:
             fn = load_function(self.project.root, node.code_file, node.code_function)
-            value = fn(**inputs)
-            if inspect.isawaitable(value):
-                value = await value
+            value = await run_code(fn, inputs, timeout_s)  # in a worker thread: never on the server's loop
+        except CodeTimeout:
+            raise AqvenError(
+                f"code node {path!r} did not finish within its timeout of {timeout_s:g} s",
+                code=CODE_TIMEOUT,
+                hint=f"make {node.code_file.name}:{node.code_function} faster, or raise the node's timeout_s",
+                details={"node_id": path},
+            ) from None
         except ProjectError as exc:
             raise AqvenError(exc.message, code="CODE_ERROR", hint=exc.hint, file=exc.file, line=exc.line) from None
         except Exception as exc:  # the project's own code: report it, never crash the engine

@@ -194,6 +194,8 @@ class CodeNode(NodeBase):
     kind: Literal["code"]
     code: str
     output: Any = "any"
+    # The node runs in a worker thread; past this it fails with CODE_TIMEOUT (an infrastructure error).
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
 
     @field_validator("code")
     @classmethod

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from aqven.research.launch.plan import Side
 from aqven.research.series.start import SeriesStartBody
@@ -41,6 +41,7 @@ class CancelBody(BaseModel):
 class ApproveBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cap_usd: str | int | float | None = None  # read by research/caps.parse_cap: a plain decimal, ≤ 6 decimals
+    token_cap: int | None = Field(default=None, ge=1, le=10_000_000_000)  # a series paused near its token cap
 
 
 class StopBody(BaseModel):
@@ -104,7 +105,8 @@ async def approve_series(
     series_id: str, body: ApproveBody, request: Request, svc: ProjectService = Depends(service_of)
 ) -> SeriesOut:
     """A person continues a paused series; the approval is recorded with its channel (studio, terminal, rest)."""
-    return await series.approve(svc, series_id, body.cap_usd, approver_of(request.state, request.headers))
+    who = approver_of(request.state, request.headers)
+    return await series.approve(svc, series_id, body.cap_usd, who, body.token_cap)
 
 
 @router.post("/series/{series_id}/stop")

@@ -37,6 +37,8 @@ def transition_recorded(
     new_cap_usd: str | None,
     spent_usd: str | None,
     reason: str | None,
+    old_token_cap: int | None = None,
+    new_token_cap: int | None = None,
 ) -> bool:
     """Update the series only when its status is one of `expect`, and record the act in the same transaction."""
     cols = ", ".join(f"{k}=?" for k in fields)
@@ -51,7 +53,7 @@ def transition_recorded(
         seq = row.fetchone()["n"]
         cur.execute(
             "INSERT INTO approvals (series_id, seq, at, action, channel, confirmed, old_cap_usd, new_cap_usd,"
-            " spent_usd, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " spent_usd, reason, old_token_cap, new_token_cap) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 series_id,
                 seq,
@@ -63,6 +65,8 @@ def transition_recorded(
                 new_cap_usd,
                 spent_usd,
                 reason,
+                old_token_cap,
+                new_token_cap,
             ),
         )
         return True
@@ -71,11 +75,17 @@ def transition_recorded(
 def approvals_of(db: Database, series_id: str) -> list[dict[str, Any]]:
     """The approvals and stops of a series in order, as the snapshot and the finding show them."""
     rows = db.query(
-        "SELECT at, action, channel, confirmed, old_cap_usd, new_cap_usd, spent_usd, reason FROM approvals"
-        " WHERE series_id=? ORDER BY seq",
+        "SELECT at, action, channel, confirmed, old_cap_usd, new_cap_usd, spent_usd, reason, old_token_cap,"
+        " new_token_cap FROM approvals WHERE series_id=? ORDER BY seq",
         (series_id,),
     )
-    return [dict(r) for r in rows]
+    out = []
+    for r in rows:
+        row = dict(r)
+        if row["old_token_cap"] is None and row["new_token_cap"] is None:
+            del row["old_token_cap"], row["new_token_cap"]  # a dollar approval reads as it always did
+        out.append(row)
+    return out
 
 
 def as_dict(who: Approver) -> dict[str, Any]:

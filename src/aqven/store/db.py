@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -149,6 +149,13 @@ _MIGRATIONS: dict[int, str] = {
     # Studio's runs list shows each run's attempt outcome (a check can fail on a run that ended "ok").
     6: """
     CREATE INDEX attempts_run ON attempts(series_id, run_id);
+    """,
+    # A series' token cap (the smallest token_cap of its agents: a bound when nothing prices a model), and the
+    # token caps an approval raised (issue 15).
+    7: """
+    ALTER TABLE series ADD COLUMN token_cap INTEGER;
+    ALTER TABLE approvals ADD COLUMN old_token_cap INTEGER;
+    ALTER TABLE approvals ADD COLUMN new_token_cap INTEGER;
     """,
 }
 

@@ -49,6 +49,7 @@ class SeriesStore:
         active_since: float | None,
         order_seed: int | None = None,
         sim_seed: int | None = None,
+        token_cap: int | None = None,
     ) -> tuple[str, bool]:
         """Create a series with all its attempts queued; (id, created). A known client_op_id returns its series."""
         with self.db.transaction() as cur:
@@ -60,7 +61,7 @@ class SeriesStore:
             cur.execute(
                 "INSERT INTO series (id, kind, experiment_id, on_side, status, created_at, client_op_id, plan, cap_usd,"
                 " project_cap_usd, project_cap_source, pause, inputs_hash, inputs, simulated, active_since, order_seed,"
-                " sim_seed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " sim_seed, token_cap) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     sid,
                     kind,
@@ -80,6 +81,7 @@ class SeriesStore:
                     active_since,
                     order_seed,
                     sim_seed,
+                    token_cap,
                 ),
             )
             cur.executemany(
@@ -175,6 +177,7 @@ class SeriesStore:
             order_seed=row["order_seed"],
             sim_seed=row["sim_seed"],
             sealed_view=_l(row["sealed_view"]),
+            token_cap=row["token_cap"],
         )
 
     # ---- attempts ----

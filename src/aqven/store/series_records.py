@@ -80,6 +80,8 @@ class SeriesRow(BaseModel):
     sim_seed: int | None = None
     # What a held-out series shows while it runs: its numbers as of the last coarse step (series_view.py).
     sealed_view: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
+    # The most tokens the series may use (the smallest token_cap of its agents; an approval raises it), or None.
+    token_cap: int | None = None
 
 
 DECIDED_EARLY: Final[str] = "decided_early"

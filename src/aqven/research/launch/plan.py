@@ -9,6 +9,7 @@ from aqven.errors import AqvenError
 from aqven.research.experiments.loading import selected_cases
 from aqven.research.experiments.schema import MAX_REPEATS, ExperimentSource, Question
 from aqven.research.experiments.workspace import Workspace
+from aqven.research.launch.bounds import cost_bound, series_agents
 from aqven.research.launch.caps import ProjectCap, confirmed_project_cap, parse_cap
 from aqven.research.launch.early import expected_attempts
 from aqven.research.launch.history import DevEstimates
@@ -61,8 +62,11 @@ def launch_plan(
     repeats: int | None = None,
     cap_usd: Any = None,
     estimates: DevEstimates | None = None,
+    simulated: bool = False,
 ) -> dict[str, Any]:
     """The plan of a series of `exp` (see docs/how-to/run-a-series.md, "The launch plan").
+
+    ``bounds`` says whether the spend cap can stop the series (agents nothing prices) and its token cap.
 
     ``estimates`` are a dev series' (`aqven.research.launch.history.dev_estimates`); without them the
     plan uses the defaults of `aqven.research.stats.planning` and says ``planning: "defaults"``.
@@ -98,6 +102,8 @@ def launch_plan(
             "cap_usd": str(cap if cap is not None else pcap),
         }
     )
+    agents = series_agents(ws, flow_id=spec.subject.flow, variants=spec.variant_ids, experiment_id=exp.id)
+    plan["bounds"] = cost_bound(agents, simulated=simulated)
     return plan
 
 

@@ -61,6 +61,21 @@ class _Tally:
     closing: bool = False  # the 90% rule fired: start nothing more, pause once the running attempts finished
     done: int = 0  # finished attempts (a held-out series refreshes the numbers it shows at coarse steps of these)
     learned: int = 0  # finished attempts that told what an attempt costs: the ramp allows one more than these
+    tokens: int = 0  # tokens (input + output) of the series' finished runs: what its token cap counts
+    token_reserve: int | None = None  # the most tokens a finished attempt used
+    near: str = "spend_near_cap"  # which cap the 90% rule fired for
+
+
+def _near(s: SeriesRow, tally: _Tally, held: int, cap: Decimal) -> str | None:
+    """Which cap the 90% rule fires for before one more attempt starts, or None: the spend cap (spent + the
+    reserve × (held + 1)), else the token cap the same way (tokens used + the most an attempt used × (held + 1))."""
+    assert tally.reserve is not None
+    if tally.spent + tally.reserve * (held + 1) >= PAUSE_AT * cap:
+        return "spend_near_cap"
+    tokens = tally.token_reserve
+    if s.token_cap is not None and tokens is not None and tally.tokens + tokens * (held + 1) >= PAUSE_AT * s.token_cap:
+        return "tokens_near_cap"
+    return None
 
 
 def dec(text: str | None) -> Decimal:
@@ -150,6 +165,7 @@ class SeriesRunner:
             done=sum(a.status == "done" for a in attempts),
             learned=sum(_sets_reserve(a) for a in attempts),
         )
+        tally.tokens, tally.token_reserve = self._tokens_so_far(series_id)
         del attempts
         first = self.store.get(series_id)
         early = EarlyStop.resume(first, tally.done) if first.plan.stop_early else None
@@ -251,12 +267,14 @@ class SeriesRunner:
             if tally.reserve is None:
                 if held:
                     break  # the first attempt runs alone: nothing has a price yet
-            elif tally.closing or tally.spent + tally.reserve * (held + 1) >= PAUSE_AT * cap:
+            elif tally.closing or (near := _near(s, tally, held, cap)):
                 # Near the cap: no new attempt starts; the running ones finish, then the series waits for a person.
+                if not tally.closing:
+                    tally.near = near or tally.near
                 tally.closing = True
                 if held:
                     break
-                self._pause_at_cap(s, tally.spent)
+                self._pause_at_cap(s, tally)
                 return True
             attempt = queue.pop(0)
             run_id = new_id("run")
@@ -289,6 +307,9 @@ class SeriesRunner:
                     unpriced=False,
                 )
             if result == "done":
+                used = self._run_tokens(run_id)
+                tally.tokens += used
+                tally.token_reserve = used if tally.token_reserve is None else max(tally.token_reserve, used)
                 tally.done += 1
                 self._coarse_step(s, tally.done)
                 tally.spent += cost - dec(attempt.cost_usd)  # its recorded cost already held an earlier try's
@@ -518,14 +539,33 @@ class SeriesRunner:
             fields["active_since"] = None
         self.store.update(s.id, **fields)
 
-    def _pause_at_cap(self, s: SeriesRow, spent: Decimal) -> None:
+    def _pause_at_cap(self, s: SeriesRow, tally: _Tally) -> None:
+        pause: dict[str, Any] = {"reason": tally.near, "spent_usd": str(tally.spent), "cap_usd": s.cap_usd}
+        if s.token_cap is not None:
+            pause.update({"tokens_used": tally.tokens, "token_cap": s.token_cap})
         self.store.update(
             s.id,
             status="awaiting_approval",
             active_seconds=active_now(s),
             active_since=None,
-            pause={"reason": "spend_near_cap", "spent_usd": str(spent), "cap_usd": s.cap_usd, "since": now_iso()},
+            pause=pause | {"since": now_iso()},
         )
+
+    def _run_tokens(self, run_id: str) -> int:
+        """The tokens (input + output) one attempt's run used; 0 when it has no run row."""
+        row = self.store.db.query_one("SELECT input_tokens + output_tokens AS t FROM runs WHERE id=?", (run_id,))
+        return int(row["t"] or 0) if row is not None else 0
+
+    def _tokens_so_far(self, series_id: str) -> tuple[int, int | None]:
+        """(tokens of the series' runs, the most one of them used): the token tally a resumed driver starts from."""
+        row = self.store.db.query_one(
+            "SELECT SUM(input_tokens + output_tokens) AS t, MAX(input_tokens + output_tokens) AS m, COUNT(*) AS n"
+            " FROM runs WHERE series_id=?",
+            (series_id,),
+        )
+        if row is None or not row["n"]:
+            return 0, None
+        return int(row["t"] or 0), int(row["m"] or 0)
 
     def _finalize_or_leave(self, series_id: str) -> None:
         """Decide the series; when writing its end fails (the finding files, the row), leave it running: the

@@ -22,7 +22,7 @@ from aqven.research.series.view import snapshot
 from aqven.store.approvals import Approver, transition_recorded
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
-from aqven.store.series_records import ENDED, active_now
+from aqven.store.series_records import ENDED, SeriesRow, active_now
 
 SETTLED = ("done", "cancelled", "failed", "awaiting_approval", "waiting_human")
 MAX_WAIT_S = 50.0
@@ -126,17 +126,22 @@ class SeriesService:
         await self.runner.notify()
         return await self.get(series_id)
 
-    async def approve(self, series_id: str, cap_usd: Any, who: Approver) -> dict[str, Any]:
+    async def approve(
+        self, series_id: str, cap_usd: Any, who: Approver, token_cap: int | None = None
+    ) -> dict[str, Any]:
         """A person continues a paused series with a higher cap (double the old one unless given).
 
         `who` says through which channel (Studio, a terminal, REST with the server token); the approval is
-        recorded with the old and new cap in the same transaction as the status change."""
+        recorded with the old and new cap in the same transaction as the status change. A series paused near its
+        token cap continues with a higher token cap (`token_cap`, double the old one unless given)."""
         s = self.store.get(series_id)
         if s.status != "awaiting_approval":
             raise SeriesConflict(
                 f"series {series_id} is not waiting for approval (status {s.status})",
                 hint="approve a series whose status is awaiting_approval",
             )
+        if (s.pause or {}).get("reason") == "tokens_near_cap":
+            return await self._approve_tokens(s, token_cap, who)
         old = Decimal(s.cap_usd)
         given = parse_cap(cap_usd)
         reason = (s.pause or {}).get("reason")
@@ -173,6 +178,38 @@ class SeriesService:
         self.runner.drive(series_id)
         await self.runner.notify()
         return await self.get(series_id)
+
+    async def _approve_tokens(self, s: SeriesRow, token_cap: int | None, who: Approver) -> dict[str, Any]:
+        """Continue a series paused near its token cap under a higher one, recorded like a dollar approval."""
+        pause = s.pause or {}
+        old = int(s.token_cap or pause.get("token_cap") or 0)
+        new = token_cap if token_cap is not None else old * 2
+        used = int(pause.get("tokens_used") or 0)
+        if new <= old or new <= used:
+            raise AqvenError(
+                f"the new token cap {new:,} must be above the old one ({old:,}) and the tokens used ({used:,})",
+                code="VALIDATION_ERROR",
+                hint=f"leave it out to double it to {old * 2:,}",
+                http_status=422,
+            )
+        if not transition_recorded(
+            self.store.db,
+            s.id,
+            ("awaiting_approval",),
+            {"status": "running", "token_cap": new, "pause": None, "active_since": time.time()},
+            action="approve",
+            who=who,
+            old_cap_usd=s.cap_usd,
+            new_cap_usd=s.cap_usd,
+            spent_usd=pause.get("spent_usd"),
+            reason="tokens_near_cap",
+            old_token_cap=old,
+            new_token_cap=new,
+        ):
+            raise SeriesConflict(f"series {s.id} changed state meanwhile", hint="read it again")
+        self.runner.drive(s.id)
+        await self.runner.notify()
+        return await self.get(s.id)
 
     async def stop(self, series_id: str, who: Approver) -> dict[str, Any]:
         """A person stops a paused series: it ends with verdict invalid (stopped by the spend cap)."""

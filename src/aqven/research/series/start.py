@@ -23,6 +23,7 @@ from aqven.research.experiments.workspace import Workspace
 from aqven.research.findings.records import read_findings
 from aqven.research.findings.verify import Verifier
 from aqven.research.holdout import hide_problems
+from aqven.research.launch.bounds import cost_bound, series_agents
 from aqven.research.launch.caps import parse_cap
 from aqven.research.launch.history import dev_estimates
 from aqven.research.launch.plan import Side, launch_plan, project_cap, validate_counts
@@ -212,6 +213,7 @@ def prepare_series(
                 repeats=body.repeats,
                 cap_usd=body.cap_usd,
                 estimates=dev_estimates(ws, store, exp, simulated=simulate) if store is not None else None,
+                simulated=simulate,
             ),
             simulate=simulate,
             stop_early=spec.stop_early,
@@ -262,6 +264,10 @@ def prepare_series(
                 "project_cap_usd": str(pcap),
                 "project_cap_source": source,
                 "cap_usd": str(cap if cap is not None else pcap),
+                "bounds": cost_bound(
+                    series_agents(ws, flow_id=look.flow_id, variants=["as_written"], experiment_id=None),
+                    simulated=simulate,
+                ),
             },
         )
     judges = [
@@ -315,6 +321,7 @@ def prepare_series(
         "active_since": None if above else time.time(),
         "order_seed": order_seed,
         "sim_seed": sim_seed,
+        "token_cap": (plan.launch_plan.get("bounds") or {}).get("token_cap"),
     }
 
 

@@ -187,6 +187,14 @@ def case_rows(s: SeriesRow, store: SeriesStore, tally: SeriesTally) -> tuple[lis
     return rows, len(s.plan.cases) - len(rows)
 
 
+def _tokens(s: SeriesRow, store: SeriesStore) -> dict[str, Any]:
+    """A series with a token cap: the tokens its runs used so far against it (none without a cap)."""
+    if s.token_cap is None:
+        return {}
+    row = store.db.query_one("SELECT SUM(input_tokens + output_tokens) AS t FROM runs WHERE series_id=?", (s.id,))
+    return {"tokens_used": int(row["t"] or 0) if row is not None else 0, "token_cap": s.token_cap}
+
+
 def snapshot(s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases: bool = False) -> dict[str, Any]:
     """The series as `series_get` shows it, read from its aggregates (the case rows read their attempts)."""
     tally = read_tally(store.db, s.id, finished_since=active_now(s) - ETA_WINDOW_S)
@@ -224,6 +232,7 @@ def snapshot(s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases:
             "project_cap_source": s.project_cap_source,
             "unpriced_attempts": unpriced,
             "lower_bound": unpriced > 0,
+            **_tokens(s, store),
         },
         "pause": s.pause if s.status == "awaiting_approval" else None,
         "approvals": approvals_of(store.db, s.id),  # every approval and stop, with its channel

@@ -89,6 +89,7 @@ def plan_launch(
         repeats=repeats,
         cap_usd=cap_usd,
         estimates=dev_estimates(ws, svc.series.store, exp, simulated=simulated),
+        simulated=simulated,
     )
     if on == "holdout":  # re-reads are visible: how many of these cases earlier held-out series read
         plan["earlier_reads"] = rereads(svc.series.store, experiment_id, planned_cases(ws, experiment_id, on, cases))

@@ -37,9 +37,11 @@ async def cancel(svc: ProjectService, series_id: str, reason: str | None = None)
     return _snapshot(await svc.series.cancel(series_id, reason))
 
 
-async def approve(svc: ProjectService, series_id: str, cap_usd: Any, who: Approver) -> SeriesOut:
+async def approve(
+    svc: ProjectService, series_id: str, cap_usd: Any, who: Approver, token_cap: int | None = None
+) -> SeriesOut:
     """A person continues a paused series (never an agent: no tool calls this)."""
-    return _snapshot(await svc.series.approve(series_id, cap_usd, who))
+    return _snapshot(await svc.series.approve(series_id, cap_usd, who, token_cap))
 
 
 async def stop(svc: ProjectService, series_id: str, who: Approver) -> SeriesOut:
