@@ -16,7 +16,7 @@ from aqven.models.outcomes import KEY_ENV_VARS
 from aqven.models.pricing import Tokens, declared_cost, genai_price, is_priced, price_call
 from aqven.models.providers import aclose_models
 from aqven.project.schema import AgentPrice, AgentSpec
-from fake_provider import FakeProvider, FakeReply
+from support.fake_provider import FakeProvider, FakeReply
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"reply": {"type": "string"}}, "required": ["reply"]}
 PRICE = {"input": "0.10", "output": "0.40", "cache_read": "0.01"}

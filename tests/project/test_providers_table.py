@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from aqven.models.pricing import genai_price, list_ids
+from aqven.models.pricing import Tokens, genai_price, list_ids
 from aqven.models.providers import KEY_VARS, build_model
 from aqven.project.providers import PROVIDERS
 from aqven.project.schema import AgentSpec
@@ -45,4 +45,4 @@ def test_pricing_reads_the_table() -> None:
     assert list_ids("mistral", ["mistral-small"]) == ["mistralai/mistral-small"]
     assert list_ids("openrouter", ["openai/gpt-4.1-mini"]) == ["openai/gpt-4.1-mini"]
     assert list_ids("openai-compatible", ["llama3"]) == ["llama3"]
-    assert genai_price("openai-compatible", ["gpt-4o"], 1000, 1000) is None  # never guess a server's price
+    assert genai_price("openai-compatible", ["gpt-4o"], Tokens(1000, 1000)) is None  # never guess a server's price

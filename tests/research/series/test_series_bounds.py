@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from test_series_kit import case_names, client_for, get, settle, start, tiny_environment, wait_until, write_tiny
+from support.series_kit import case_names, client_for, get, settle, start, tiny_environment, wait_until, write_tiny
 
 LOCAL = """\
 model: openai-compatible:gemma-3-270m
