@@ -32,6 +32,7 @@ os.environ["AQVEN_SIM_LATENCY_SCALE"] = "0"
 import perf_common as pc
 
 COUNTED = ("pass", "fail", "model_failure")
+CREATE_MS: dict[int, float] = {}
 CHECK = [{"check_id": "says_ok", "passed": True, "score": None, "reason": "contains 'ok'", "cost_usd": "0"}]
 
 
@@ -45,8 +46,10 @@ def build(root: Path, attempts: int) -> tuple[Any, str]:
     body = SeriesStartBody(
         experiment_id=pc.EXPERIMENT, on="dev", cases=cases, repeats=repeats, simulate=True, client_op_id=None
     )
+    started = time.perf_counter()
     fields = prepare_series(svc.workspace(), svc.engine(), body)
     sid, _ = svc.series.store.create(**fields)
+    CREATE_MS[attempts] = (time.perf_counter() - started) * 1000  # what POST /api/series does, without HTTP
     done = int(attempts * 0.9)
     now = time.time()
     with svc.db.transaction() as cur:
@@ -99,6 +102,7 @@ async def measure(attempts: int, repeat: int, tmp: Path) -> dict[str, Any]:
         "rows_ms": rows_ms,
         "rows_cpu_ms": rows_cpu,
         "db_mib": size / 2**20,
+        "create_ms": CREATE_MS[attempts],
     }
 
 
@@ -141,18 +145,21 @@ def main() -> None:
     print(f"load avg {os.getloadavg()[0]:.2f}; medians of {args.repeat} calls; series running, 90% of attempts done")
     print(
         "| attempts | series_get wall ms | CPU ms | with include_cases wall ms | CPU ms "
-        "| load + walk every attempt row (the old floor) wall ms | CPU ms | old floor / series_get (CPU) |"
+        "| load + walk every attempt row (the old floor) wall ms | CPU ms | old floor / series_get (CPU) "
+        "| create (prepare + insert, as POST /api/series) ms |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.sizes.split(",")):
+            load = os.getloadavg()[0]
             r = asyncio.run(measure(n, args.repeat, Path(tmp)))
             print(
                 f"| {n:,} | {r['get_ms']:.1f} | {r['get_cpu_ms']:.1f} | {r['cases_ms']:.1f} | {r['cases_cpu_ms']:.1f} "
                 f"| {r['rows_ms']:.1f} | {r['rows_cpu_ms']:.1f} "
-                f"| ×{r['rows_cpu_ms'] / max(r['get_cpu_ms'], 1e-6):.1f} |",
+                f"| ×{r['rows_cpu_ms'] / max(r['get_cpu_ms'], 1e-6):.1f} | {r['create_ms']:.0f} |",
                 flush=True,
             )
+            print(f"  (load avg at the start of this size: {load:.2f})", flush=True)
 
 
 if __name__ == "__main__":

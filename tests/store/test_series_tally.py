@@ -7,6 +7,7 @@ costs with many decimals, unpriced calls and finish times; the row-by-row count 
 from __future__ import annotations
 
 import random
+import sqlite3
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -144,10 +145,23 @@ def test_a_plan_is_parsed_once_per_series(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(parses) == 1
 
 
-def test_a_version_2_database_gains_the_tally_index(tmp_path: Path) -> None:
+def _back_to_version_7(cur: sqlite3.Cursor) -> None:
+    cur.execute("DROP TRIGGER attempts_cells")
+    cur.execute("DROP TABLE series_cells")
+    cur.execute("DROP TABLE series_costs")
+    cur.execute("DROP INDEX attempts_ends")
+    cur.execute(
+        "CREATE INDEX attempts_tally ON attempts(series_id, variant_id, case_name, status, outcome, value, reruns,"
+        " unpriced, active_at_end, cost_usd)"
+    )
+    cur.execute("DELETE FROM schema_version WHERE version>=8")
+
+
+def test_a_version_2_database_gains_everything_since(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     db = Database(path)
-    with db.transaction() as cur:  # back to what a database of the previous release holds
+    with db.transaction() as cur:  # back to what a database of that release holds
+        _back_to_version_7(cur)
         cur.execute("DROP INDEX attempts_tally")
         for table, column in (
             ("series", "order_seed"),
@@ -155,6 +169,7 @@ def test_a_version_2_database_gains_the_tally_index(tmp_path: Path) -> None:
             ("series", "sealed_view"),
             ("attempts", "inputs_hash"),
             ("runs", "side"),
+            ("series", "token_cap"),
         ):
             cur.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         cur.execute("DROP TABLE approvals")
@@ -162,17 +177,89 @@ def test_a_version_2_database_gains_the_tally_index(tmp_path: Path) -> None:
         cur.execute("DELETE FROM schema_version WHERE version>=3")
     db.close()
     again = Database(path)
-    names = {r["name"] for r in again.query("SELECT name FROM sqlite_master WHERE type='index'")}
-    assert "attempts_tally" in names
+    names = {r["name"] for r in again.query("SELECT name FROM sqlite_master")}
+    assert {"series_cells", "series_costs", "attempts_ends", "attempts_cells", "attempts_run"} <= names
+    assert "attempts_tally" not in names  # made in version 3, dropped in 8
     assert again.query_one("SELECT MAX(version) AS v FROM schema_version")["v"] == SCHEMA_VERSION  # type: ignore[index]
-    plan = " ".join(
-        str(tuple(r))
-        for r in again.query(
-            "EXPLAIN QUERY PLAN SELECT variant_id, case_name, status, outcome,"
-            " COUNT(*) FROM attempts WHERE series_id='s' GROUP BY variant_id, case_name, status, outcome"
-        )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_version_7_database_gets_its_series_tallies_from_its_attempts(tmp_path: Path, seed: int) -> None:
+    path = tmp_path / "db.sqlite"
+    store = SeriesStore(Database(path))
+    sid = _random_series(store, random.Random(seed))
+    before = read_tally(store.db, sid, finished_since=300.0)
+    with store.db.transaction() as cur:
+        _back_to_version_7(cur)
+    store.db.close()
+    again = Database(path)
+    after = read_tally(again, sid, finished_since=300.0)
+    assert (after.variants, after.cells, after.fails, after.finish_times) == (
+        before.variants,
+        before.cells,
+        before.fails,
+        before.finish_times,
     )
-    assert "COVERING INDEX attempts_tally" in plan
+
+
+def _finished_series(store: SeriesStore, cases: int, repeats: int) -> str:
+    names = [f"c{i}" for i in range(cases)]
+    plan = SeriesPlan(
+        flow_id="f", dataset_id="d", cases=names, sides=dict.fromkeys(names, "dev"), variants=VARIANTS, repeats=repeats
+    )
+    rows = [
+        {"idx": i, "case_name": c, "dataset_id": "d", "side": "dev", "variant_id": v, "rep": r, "seed": i}
+        for i, (c, v, r) in enumerate((c, v, r) for c in names for v in VARIANTS for r in range(repeats))
+    ]
+    sid, _ = store.create(
+        kind="experiment",
+        experiment_id="e",
+        on="dev",
+        status="running",
+        plan=plan,
+        cap_usd="1",
+        project_cap_usd="10",
+        project_cap_source="default",
+        inputs_hash="h",
+        inputs={},
+        simulated=True,
+        client_op_id=None,
+        pause=None,
+        attempts=rows,
+        active_since=None,
+    )
+    with store.db.transaction() as cur:  # every attempt finished, as the runner's updates leave them
+        cur.execute(
+            "UPDATE attempts SET status='done', outcome='pass', value=1, cost_usd='0.001', active_at_end=idx * 0.01"
+            " WHERE series_id=?",
+            (sid,),
+        )
+    return sid
+
+
+def test_a_snapshot_reads_cells_not_attempts(tmp_path: Path) -> None:
+    """The tallies of 20 cases read about the same number of SQLite steps with 10 or 1,000 attempts a cell."""
+    counts = []
+    for repeats in (5, 500):
+        store = SeriesStore(Database(tmp_path / f"cells{repeats}.sqlite"))
+        sid = _finished_series(store, cases=20, repeats=repeats)
+        steps = [0]
+
+        def count(steps: list[int] = steps) -> int:
+            steps[0] += 1
+            return 0
+
+        with store.db.reading() as conn:
+            conn.set_progress_handler(count, 100)
+        since = (40 * repeats - 5) * 0.01 - 0.001  # the last five attempts count as recent
+        tally = read_tally(store.db, sid, finished_since=since)
+        with store.db.reading() as conn:
+            conn.set_progress_handler(None, 0)
+        assert tally.total.done == tally.total.counted == 40 * repeats  # every attempt is in the tallies
+        assert tally.total.spend == Decimal("0.001") * 40 * repeats
+        assert tally.finish_times.at_or_after_since == 5
+        counts.append(steps[0])
+    assert counts[1] <= counts[0] + 2, counts  # 100 times the attempts, not 100 times the steps
 
 
 def _steps_to_read_running(tmp_path: Path, queued: int) -> int:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -157,7 +157,79 @@ _MIGRATIONS: dict[int, str] = {
     ALTER TABLE approvals ADD COLUMN old_token_cap INTEGER;
     ALTER TABLE approvals ADD COLUMN new_token_cap INTEGER;
     """,
+    # A series' tallies kept as its attempts change (store/series_tally.py reads them instead of grouping the
+    # attempts): one row per series, side, variant, case, status and outcome ('' for none), and the count of each
+    # recorded cost (TEXT, added exactly in Python). The trigger sees every write to an attempt's tallied
+    # columns; SeriesStore.create adds a new series' queued cells in one statement. The grouped scan's covering
+    # index (version 3) goes: nothing reads it any more, and every attempt's writes paid for it.
+    8: """
+    CREATE TABLE series_cells (
+        series_id TEXT NOT NULL,
+        side TEXT NOT NULL,
+        variant_id TEXT NOT NULL,
+        case_name TEXT NOT NULL,
+        status TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        reruns INTEGER NOT NULL,
+        v REAL NOT NULL,
+        unpriced INTEGER NOT NULL,
+        ends INTEGER NOT NULL,
+        PRIMARY KEY (series_id, side, variant_id, case_name, status, outcome)
+    ) WITHOUT ROWID;
+    CREATE TABLE series_costs (
+        series_id TEXT NOT NULL,
+        side TEXT NOT NULL,
+        variant_id TEXT NOT NULL,
+        cost_usd TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (series_id, side, variant_id, cost_usd)
+    ) WITHOUT ROWID;
+    CREATE INDEX attempts_ends ON attempts(series_id, active_at_end, side);
+    INSERT INTO series_cells
+        SELECT series_id, side, variant_id, case_name, status, COALESCE(outcome, ''), COUNT(*), SUM(reruns),
+            SUM(COALESCE(value, 0)), SUM(unpriced), COUNT(active_at_end)
+        FROM attempts GROUP BY 1, 2, 3, 4, 5, 6;
+    INSERT INTO series_costs
+        SELECT series_id, side, variant_id, cost_usd, COUNT(*) FROM attempts WHERE cost_usd IS NOT NULL
+        GROUP BY 1, 2, 3, 4;
+    DROP INDEX attempts_tally;
+    CREATE TRIGGER attempts_cells
+    AFTER UPDATE OF series_id, side, variant_id, case_name, status, outcome, value, reruns, unpriced, cost_usd,
+        active_at_end ON attempts
+    BEGIN
+    INSERT INTO series_cells VALUES (
+        OLD.series_id, OLD.side, OLD.variant_id, OLD.case_name, OLD.status, COALESCE(OLD.outcome, ''),
+        -1, -OLD.reruns, -COALESCE(OLD.value, 0), -OLD.unpriced, -(OLD.active_at_end IS NOT NULL)
+    ) ON CONFLICT DO UPDATE SET n = n + excluded.n, reruns = reruns + excluded.reruns, v = v + excluded.v,
+        unpriced = unpriced + excluded.unpriced, ends = ends + excluded.ends;
+    INSERT INTO series_costs SELECT OLD.series_id, OLD.side, OLD.variant_id, OLD.cost_usd, -1
+        WHERE OLD.cost_usd IS NOT NULL ON CONFLICT DO UPDATE SET n = n + excluded.n;
+    INSERT INTO series_cells VALUES (
+        NEW.series_id, NEW.side, NEW.variant_id, NEW.case_name, NEW.status, COALESCE(NEW.outcome, ''),
+        1, NEW.reruns, COALESCE(NEW.value, 0), NEW.unpriced, (NEW.active_at_end IS NOT NULL)
+    ) ON CONFLICT DO UPDATE SET n = n + excluded.n, reruns = reruns + excluded.reruns, v = v + excluded.v,
+        unpriced = unpriced + excluded.unpriced, ends = ends + excluded.ends;
+    INSERT INTO series_costs SELECT NEW.series_id, NEW.side, NEW.variant_id, NEW.cost_usd, 1
+        WHERE NEW.cost_usd IS NOT NULL ON CONFLICT DO UPDATE SET n = n + excluded.n;
+    END;
+    """,
 }
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration script; a trigger's body (with its own semicolons) stays one statement."""
+    out: list[str] = []
+    buffer = ""
+    for piece in script.split(";"):
+        buffer += piece + ";"
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip(" \n;"):
+                out.append(buffer)
+            buffer = ""
+    if buffer.strip(" \n;"):
+        out.append(buffer)
+    return out
 
 
 class Database:
@@ -219,9 +291,8 @@ class Database:
                     hint="upgrade AQVEN, or move .aqven/aqven.sqlite aside",
                 )
             for version in range(current + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[version].split(";"):
-                    if statement.strip():
-                        cur.execute(statement)
+                for statement in _statements(_MIGRATIONS[version]):
+                    cur.execute(statement)
                 cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
     @contextmanager

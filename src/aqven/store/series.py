@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from typing import Any
 
 from aqven.errors import NotFoundError
@@ -91,6 +92,12 @@ class SeriesStore:
                     (sid, a["idx"], a["case_name"], a["dataset_id"], a["side"], a["variant_id"], a["rep"], a["seed"])
                     for a in attempts
                 ],
+            )
+            # Its tallies (store/db.py migration 7): all queued; later changes reach them through the trigger.
+            cells = Counter((a["side"], a["variant_id"], a["case_name"]) for a in attempts)
+            cur.executemany(
+                "INSERT INTO series_cells VALUES (?, ?, ?, ?, 'queued', '', ?, 0, 0, 0, 0)",
+                [(sid, side, variant, case, n) for (side, variant, case), n in cells.items()],
             )
             return sid, True
 

@@ -1,8 +1,11 @@
 """What a series' attempts add up to, read with GROUP BY queries.
 
 A snapshot of a running series (`series_get`, the Studio page) needs counts, spend, the per-case cells of the
-verdict and the finish times behind the eta, not the attempts themselves: reading them as aggregates keeps a
-snapshot from loading and walking every attempt row of a 100,000-attempt series.
+verdict and the finish times behind the eta, not the attempts themselves. The counts come from `series_cells`
+and the spend from `series_costs`, kept by a trigger as attempts change (store/db.py, migration 7): a
+snapshot reads one row per variant, case, status and outcome, however many attempts the series has. The finish
+times are read along the index `attempts_ends` (the first one, and the recent ones), the running attempts
+along `attempts_status`.
 """
 
 from __future__ import annotations
@@ -71,18 +74,20 @@ class SeriesTally:
         return out
 
 
-# One pass over the covering index attempts_tally (store/db.py): one row per variant, case, status and outcome.
+# The tallies kept per cell (store/db.py migration 7); a cell whose attempts all moved on has n = 0.
 _GROUPS = (
-    "SELECT variant_id, case_name, status, outcome, COUNT(*) AS n, SUM(reruns) AS reruns,"
-    " SUM(COALESCE(value, 0)) AS v, SUM(unpriced) AS unpriced, COUNT(active_at_end) AS ends,"
-    " MIN(active_at_end) AS first, COALESCE(SUM(active_at_end >= ?), 0) AS recent"
-    " FROM attempts WHERE series_id=? GROUP BY variant_id, case_name, status, outcome"
+    "SELECT variant_id, case_name, status, NULLIF(outcome, '') AS outcome, SUM(n) AS n, SUM(reruns) AS reruns,"
+    " SUM(v) AS v, SUM(unpriced) AS unpriced, SUM(ends) AS ends FROM series_cells WHERE series_id=?"
+    " GROUP BY variant_id, case_name, status, outcome HAVING SUM(n) > 0"
 )
-# Money is TEXT holding a Decimal: equal amounts are grouped in SQL and added exactly in Python.
+# Money is TEXT holding a Decimal: equal amounts are counted in SQL and added exactly in Python.
 _SPEND = (
-    "SELECT variant_id, cost_usd, COUNT(*) AS n FROM attempts WHERE series_id=? AND cost_usd IS NOT NULL"
-    " GROUP BY variant_id, cost_usd"
+    "SELECT variant_id, cost_usd, SUM(n) AS n FROM series_costs WHERE series_id=?"
+    " GROUP BY variant_id, cost_usd HAVING SUM(n) > 0"
 )
+# Only finished attempts have an active time at their end (a rerun clears it).
+_FIRST = "SELECT MIN(active_at_end) AS first FROM attempts WHERE series_id=? AND active_at_end IS NOT NULL"
+_RECENT = "SELECT COUNT(*) AS n FROM attempts WHERE series_id=? AND active_at_end >= ?"
 _RUNNING = "SELECT idx, run_id, cost_usd, unpriced FROM attempts WHERE series_id=? AND status='running'"
 
 
@@ -90,25 +95,27 @@ def read_tally(db: Database, series_id: str, *, finished_since: float = 0.0, sid
     """All aggregates of one series, from one consistent read; finishes at or after the active time
     `finished_since` count as recent. With `side`, only the attempts on that side of the split (a look that
     ran held-out cases shows the numbers of its working ones only)."""
-    groups_sql, spend_sql = _GROUPS, _SPEND
+    queries = [_GROUPS, _SPEND, _FIRST, _RECENT]
     extra: tuple[str, ...] = ()
     if side is not None:
-        groups_sql = _GROUPS.replace("WHERE series_id=?", "WHERE series_id=? AND side=?")
-        spend_sql = _SPEND.replace("WHERE series_id=?", "WHERE series_id=? AND side=?")
+        queries = [q.replace("WHERE series_id=?", "WHERE series_id=? AND side=?") for q in queries]
         extra = (side,)
+    groups_sql, spend_sql, first_sql, recent_sql = queries
     with db.reading() as conn:
-        groups = conn.execute(groups_sql, (finished_since, series_id, *extra)).fetchall()
+        groups = conn.execute(groups_sql, (series_id, *extra)).fetchall()
         spend = conn.execute(spend_sql, (series_id, *extra)).fetchall()
+        first_row = conn.execute(first_sql, (series_id, *extra)).fetchone()
+        recent = int(conn.execute(recent_sql, (series_id, *extra, finished_since)).fetchone()["n"])
         running = [
             RunningAttempt(r["run_id"], r["cost_usd"], bool(r["unpriced"]))
             for r in conn.execute(_RUNNING, (series_id,))
         ]
+    first: float | None = None if first_row["first"] is None else float(first_row["first"])
     variants: dict[str, VariantTally] = {}
     cells: dict[str, dict[str, tuple[float, int]]] = {}
     fails: dict[str, int] = {}
     model_failed: dict[str, dict[str, int]] = {}
-    unpriced = ends = recent = 0
-    first: float | None = None
+    unpriced = ends = 0
     for r in groups:
         t = variants.get(r["variant_id"])
         if t is None:
@@ -126,9 +133,6 @@ def read_tally(db: Database, series_id: str, *, finished_since: float = 0.0, sid
             continue
         t.done += n
         ends += int(r["ends"])
-        recent += int(r["recent"])
-        if r["first"] is not None and (first is None or r["first"] < first):
-            first = float(r["first"])
         if outcome in COUNTED:
             t.counted += n
             t.passes += float(r["v"])
