@@ -17,6 +17,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from aqven.models import gate
+
 WORKERS = max(8, 2 * (os.cpu_count() or 1))
 _pool = concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="aqven-code")
 
@@ -40,6 +42,7 @@ async def run_code(fn: Callable[..., Any], inputs: dict[str, Any], timeout_s: fl
     """`fn(**inputs)` in a code worker; raises `CodeTimeout` after `timeout_s`, or what `fn` raised."""
     future = asyncio.get_running_loop().run_in_executor(_pool, _call, fn, inputs)
     try:
-        return await asyncio.wait_for(future, timeout_s)
+        async with gate.released():  # a series' other attempts run their CPU phases while this one waits
+            return await asyncio.wait_for(future, timeout_s)
     except TimeoutError:
         raise CodeTimeout(f"did not finish within {timeout_s:g} s") from None
