@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hmac
 import json
 import os
@@ -17,7 +16,9 @@ import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from filelock import FileLock, Timeout
 
 from aqven import __version__
 from aqven.errors import ServerError
@@ -102,20 +103,20 @@ def read_server(root: Path) -> dict[str, Any] | None:
 
 def _lock_free(root: Path) -> bool:
     """True when no process holds `.aqven/server.lock` (every server holds it for its whole life)."""
-    path = state_dir(root) / "server.lock"
+    probe = _file_lock(state_dir(root) / "server.lock")
     try:
-        handle = open(path, "a+")  # noqa: SIM115 - closed below
-    except OSError:
+        probe.acquire(timeout=0)
+    except (Timeout, OSError):
         return False
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    else:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        return True
-    finally:
-        handle.close()
+    probe.release()
+    return True
+
+
+def _file_lock(path: Path) -> FileLock:
+    """An exclusive lock on `path` that works on every platform (filelock: flock on POSIX, msvcrt on Windows).
+
+    Not a singleton and not thread-local: a probe in the server's own process sees the server's lock as taken."""
+    return FileLock(str(path), mode=0o600, thread_local=False, is_singleton=False, preserve_lock_file=True)
 
 
 def bind_socket(port: int = 0) -> socket.socket:
@@ -223,26 +224,25 @@ def serve(root: Path, port: int = 0) -> None:
             signal.signal(sig, handler)
         release(root)
         sock.close()
-        lock.close()
+        lock.release()
 
 
 def _exit_on_signal(signum: int, _frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def _lock_or_refuse(root: Path) -> IO[str]:
+def _lock_or_refuse(root: Path) -> FileLock:
     """Hold `.aqven/server.lock` for the server's life: a second server for the project is refused."""
     path = state_dir(root) / "server.lock"
     secure_state_dir(root)
-    handle = open(path, "a+")  # noqa: SIM115 - held open for the life of the server
+    lock = _file_lock(path)
     for attempt in range(LOCK_TRIES):
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return handle
-        except OSError:
+            lock.acquire(timeout=0)
+            return lock
+        except (Timeout, OSError):
             if attempt < LOCK_TRIES - 1:
                 time.sleep(0.05)  # a client may be probing the lock for a moment (read_server)
-    handle.close()
     info = read_server(root) or {}
     raise ServerError(
         f"a project server already runs for this project (pid {info.get('pid', '?')}, port {info.get('port', '?')})",

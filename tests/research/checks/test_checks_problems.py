@@ -161,6 +161,8 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
     ("regex ok", {"builtin": "regex", "pattern": r"^\w+"}, set()),
     ("regex without pattern", {"builtin": "regex"}, {"E_CHECK_PARAMS"}),
     ("regex invalid", {"builtin": "regex", "pattern": "(unclosed"}, {"E_CHECK_PARAMS"}),
+    ("regex with a lookahead (not RE2)", {"builtin": "regex", "pattern": "(?=refund)re"}, {"E_CHECK_PARAMS"}),
+    ("regex with a backreference (not RE2)", {"builtin": "regex", "pattern": r"(a)\1"}, {"E_CHECK_PARAMS"}),
     ("json_schema ok", {"builtin": "json_schema", "schema": {"type": "object"}}, set()),
     ("json_schema without schema", {"builtin": "json_schema"}, {"E_CHECK_PARAMS"}),
     ("json_schema invalid", {"builtin": "json_schema", "schema": {"type": "nope"}}, {"E_CHECK_PARAMS"}),

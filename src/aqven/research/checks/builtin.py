@@ -23,6 +23,7 @@ import jsonschema.validators
 from aqven.models.outcomes import MODEL_REFUSAL
 from aqven.project.bindings import pick
 from aqven.project.conform import violation
+from aqven.project.safe_regex import UNSUPPORTED_HINT, RegexError, compile_pattern, search
 from aqven.research.checks.result import AttemptView, CheckResult, passed_result, unscored_result
 from aqven.research.experiments.schema import BuiltinName, CheckSpec
 
@@ -236,11 +237,11 @@ def _not_contains_value(check: CheckSpec, attempt: AttemptView) -> CheckResult:
 
 def _regex_problems(check: CheckSpec) -> list[Problem]:
     if not check.pattern:
-        return _params_problem(check, " (regex) needs a pattern", "add pattern: '...' (Python re syntax)")
+        return _params_problem(check, " (regex) needs a pattern", "add pattern: '...' (RE2 syntax)")
     try:
-        re.compile(check.pattern)
-    except re.error as exc:
-        return _params_problem(check, f": pattern {check.pattern!r} is not a valid regex: {exc}", "fix it")
+        compile_pattern(check.pattern)
+    except RegexError as exc:
+        return _params_problem(check, f": pattern {check.pattern!r} is not a valid regex: {exc}", UNSUPPORTED_HINT)
     return []
 
 
@@ -249,10 +250,10 @@ def _regex(check: CheckSpec, attempt: AttemptView) -> CheckResult:
     subject = value_at(attempt.output, check.field)
     if subject is MISSING:
         return passed_result(check.id, False, f"the output has no field {check.field!r}")
-    flags = 0 if check.case_sensitive else re.IGNORECASE
-    m = re.search(check.pattern or "", as_text(subject), flags)
-    if m:
-        return passed_result(check.id, True, f"{_where(check)} matches /{check.pattern}/ at {_short(m.group(0), 60)!r}")
+    # RE2: linear time whatever the pattern and the output, so no pattern can hold the server (safe_regex.py).
+    found = search(check.pattern or "", as_text(subject), ignore_case=not check.case_sensitive)
+    if found is not None:
+        return passed_result(check.id, True, f"{_where(check)} matches /{check.pattern}/ at {_short(found, 60)!r}")
     return passed_result(check.id, False, f"{_where(check)} does not match /{check.pattern}/")
 
 
