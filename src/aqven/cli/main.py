@@ -23,6 +23,10 @@ app.add_typer(prices_app, name="prices")
 
 cap_app = typer.Typer(no_args_is_help=True, help="The project spend cap a person confirmed.")
 app.add_typer(cap_app, name="cap")
+
+from aqven.cli.dataset_cmd import dataset_app  # noqa: E402 - registered with the app it belongs to
+
+app.add_typer(dataset_app, name="dataset")
 YesOpt = Annotated[
     bool, typer.Option("--yes", help="act without asking (no terminal to ask at); recorded as --yes, not as a tty")
 ]

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from aqven.errors import ProjectError
+from aqven.project.dataset_files import read_jsonl
 from aqven.project.diagnostics import Diagnostic, Diagnostics, sort_key
 from aqven.project.paths import link_outside, listed_name, rel, within
 from aqven.project.schema import AgentSpec, Dataset, FlowSpec, ProjectConfig, is_identifier, is_package_name
@@ -176,7 +177,7 @@ def load_model(project: Project, path: Path, model: type[M], extra: dict[str, An
     """Read one YAML file into `model`, recording diagnostics; None when it does not load."""
     file = rel(project.root, path)
     try:
-        doc = read_yaml(path, file)
+        doc = read_jsonl(path, file) if path.suffix == ".jsonl" else read_yaml(path, file)
     except ProjectError as exc:
         project.diagnostics.append(Diagnostic.from_error(exc))
         return None
@@ -236,11 +237,11 @@ def inside_project(project: Project, path: Path) -> bool:
     return False
 
 
-def _yaml_files(project: Project, folder: Path) -> list[Path]:
-    """The YAML files directly in `folder`; none when the folder itself leaves the project."""
+def _yaml_files(project: Project, folder: Path, suffixes: tuple[str, ...] = (".yaml", ".yml")) -> list[Path]:
+    """The YAML files (or `suffixes`) directly in `folder`; none when the folder itself leaves the project."""
     if not folder.is_dir() or not inside_project(project, folder):
         return []
-    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    return sorted(p for p in folder.iterdir() if p.suffix in suffixes and p.is_file())
 
 
 def subfolders(project: Project, folder: Path) -> list[Path]:
@@ -275,9 +276,11 @@ def _claim(project: Project, kind: str, item_id: str, file: str) -> bool:
     return True
 
 
-def _load_items(project: Project, kind: str, folder: Path, model: type[M]) -> dict[str, M]:
+def _load_items(
+    project: Project, kind: str, folder: Path, model: type[M], suffixes: tuple[str, ...] = (".yaml", ".yml")
+) -> dict[str, M]:
     out: dict[str, M] = {}
-    for path in _yaml_files(project, folder):
+    for path in _yaml_files(project, folder, suffixes):
         if not within(project.root, path):  # a link that leaves the project: named as not loaded where used
             if _claim(project, kind, path.stem, listed_name(project.root, path)):
                 project.failed.add((kind, path.stem))
@@ -349,7 +352,8 @@ def load_project(root: Path) -> Project:
             project.package_known = False
 
     project.agents = _load_items(project, "agent", root / "agents", AgentSpec)
-    project.datasets = _load_items(project, "dataset", root / "datasets", Dataset)
+    # A dataset is datasets/<id>.yaml, or datasets/<id>.jsonl (one case a line: the format for large datasets).
+    project.datasets = _load_items(project, "dataset", root / "datasets", Dataset, (".yaml", ".yml", ".jsonl"))
     for folder in subfolders(project, root / "flows"):
         source = load_flow_folder(project, folder)
         if source is not None:

@@ -16,7 +16,8 @@ from aqven.errors import ProjectError
 
 PathKey = tuple[str | int, ...]
 MAX_DEPTH = 64  # nesting levels; deeper documents are refused rather than overflowing the stack
-MAX_NODES = 100_000  # values after expanding aliases; refuses "billion laughs" documents
+MAX_VALUES = 2_000_000  # values a document may hold (about 100,000 cases of a dataset); past it, JSONL
+MAX_EXPANDED = 100_000  # values reached again through aliases (*name); refuses "billion laughs" documents
 _SEQ_TAG, _MAP_TAG = "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
 
 
@@ -51,6 +52,8 @@ class _Walker:
         self.loader, self.file = loader, file
         self.lines: dict[PathKey, int] = {}
         self.count = 0
+        self.expanded = 0  # values walked again because an alias (*name) points at them
+        self.seen: set[int] = set()
         self.active: set[int] = set()
 
     def _fail(self, message: str, node: yaml.Node, hint: str, code: str = "E_YAML_SYNTAX") -> ProjectError:
@@ -58,9 +61,23 @@ class _Walker:
 
     def walk(self, node: yaml.Node, path: PathKey) -> Any:
         self.count += 1
-        if self.count > MAX_NODES:
+        if id(node) in self.seen:
+            self.expanded += 1
+            if self.expanded > MAX_EXPANDED:
+                raise self._fail(
+                    f"aliases (*name) expand to more than {MAX_EXPANDED:,} values",
+                    node,
+                    "use fewer aliases (*name), or write the values out",
+                )
+        else:
+            self.seen.add(id(node))
+        if self.count > MAX_VALUES:
             raise self._fail(
-                f"the document expands to more than {MAX_NODES} values", node, "use fewer aliases (*name) or split it"
+                f"the document holds more than {MAX_VALUES:,} values",
+                node,
+                "for a large dataset write datasets/<id>.jsonl, one case a line (aqven dataset import converts a "
+                "YAML, CSV or JSONL file), or split it into several datasets",
+                code="E_DATASET_TOO_LARGE",
             )
         if len(path) > MAX_DEPTH:
             raise self._fail(f"values are nested more than {MAX_DEPTH} levels deep", node, "flatten the structure")
