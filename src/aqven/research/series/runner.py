@@ -27,6 +27,7 @@ from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError
 from aqven.models.gate import CpuGate, held
 from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
+from aqven.models.telemetry import tracer
 from aqven.project.schema import Case
 from aqven.research.checks.scoring import AttemptView, score_checks
 from aqven.research.experiments.inputs import attempt_inputs_hash
@@ -76,6 +77,28 @@ def _near(s: SeriesRow, tally: _Tally, held: int, cap: Decimal) -> str | None:
     if s.token_cap is not None and tokens is not None and tally.tokens + tokens * (held + 1) >= PAUSE_AT * s.token_cap:
         return "tokens_near_cap"
     return None
+
+
+def attempt_span(s: SeriesRow, a: AttemptRow) -> Any:
+    """The OpenTelemetry span of one attempt (a no-op without an endpoint, `aqven.models.telemetry`).
+
+    A held-out attempt names no case: it carries the case's position in the series' secret order only."""
+    per_case = max(len(s.plan.variants) * s.plan.repeats, 1)
+    attributes: dict[str, Any] = {
+        "aqven.series_id": s.id,
+        "aqven.kind": s.kind,
+        "aqven.experiment_id": s.experiment_id or "",
+        "aqven.flow_id": s.plan.flow_id,
+        "aqven.on": a.side,
+        "aqven.variant": a.variant_id,
+        "aqven.repeat": a.rep,
+        "aqven.attempt_index": a.idx,
+        "aqven.case_index": a.idx // per_case,
+        "aqven.simulated": s.simulated,
+    }
+    if a.side == "dev":
+        attributes["aqven.case"] = a.case_name
+    return tracer().start_as_current_span("aqven.attempt", attributes=attributes)
 
 
 def dec(text: str | None) -> Decimal:
@@ -292,7 +315,9 @@ class SeriesRunner:
 
         async def body() -> str:
             try:
-                result, cost, outcome = await self._run_attempt(s, attempt, run_id)
+                with attempt_span(s, attempt) as span:
+                    result, cost, outcome = await self._run_attempt(s, attempt, run_id)
+                    span.set_attributes({"aqven.outcome": outcome or result, "aqven.cost_usd": str(cost)})
             except Exception as exc:  # a bug in one attempt must not stop the series: it is an infrastructure error
                 cost, result, outcome = dec(attempt.cost_usd), "done", "infra"
                 self._finish(
