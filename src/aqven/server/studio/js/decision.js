@@ -42,9 +42,9 @@ function comparisonTable(v, q) {
 
 export function decisionHeader(sn) {
   const v = sn.verdict, q = (sn.plan && sn.plan.question) || {};
-  if (sn.kind === 'look') return [h('p', { class: 'muted' }, 'A look has no verdict: every case is listed with its checks, cost and trace.')];
   const out = [];
   if (sn.error) out.push(h('div', { class: 'note bad', role: 'alert' }, h('b', {}, 'Failed: '), `${sn.error.code}: ${sn.error.message}`, sn.error.run_id ? [' — ', link('#/runs/' + sn.error.run_id, 'open its run')] : ''));
+  if (sn.kind === 'look') return [...out, h('p', { class: 'muted' }, 'A look has no verdict: every case is listed with its checks, cost and trace.')];
   const status = statusOf(sn);
   if (!ENDED.includes(sn.status)) {
     const held = sn.on === 'holdout';

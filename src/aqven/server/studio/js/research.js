@@ -153,7 +153,7 @@ export function drawPlan(p, refresh) {
       ...(planning ? [['planned with', planning]] : []),
       ...(power ? [['80% power', power]] : []),
       ...(floor ? [['zero-failure floor', floor]] : []),
-      ['cap', `${fmt.money(p.cap_usd)} for this series (the project cap is ${fmt.money(p.project_cap_usd)}, ${p.project_cap_source === 'override' ? 'from .aqven/local.yaml' : p.project_cap_source === 'project' ? 'from aqven.yaml' : 'the default'})`],
+      ['cap', `${fmt.money(p.cap_usd)} for this series (project cap ${fmt.money(p.project_cap_usd)}, ${p.project_cap_source === 'override' ? 'from .aqven/local.yaml' : p.project_cap_source === 'project' ? 'from aqven.yaml' : 'the default'})`],
       ['price', 'none before it runs: the spend is counted as attempts finish; near 90% of the cap the series pauses for you'],
     ]),
     p.below_recommended && rec.text ? h('div', { class: 'note warn', role: 'status' }, h('b', {}, 'Fewer cases than recommended: '), rec.text) : null,
