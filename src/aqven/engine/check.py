@@ -13,9 +13,10 @@ from aqven.errors import ProjectError
 from aqven.project.diagnostics import Diagnostic, sort_key
 from aqven.project.loader import Project, load_project, validation_diagnostics
 from aqven.project.local import LocalSettings, read_local
+from aqven.project.local_servers import LOCAL_SERVERS, working_modes
 from aqven.project.paths import inside, is_file, state_dir
 from aqven.project.pycode import load_function, parse_ref
-from aqven.project.schema import ProjectConfig
+from aqven.project.schema import AgentSpec, ProjectConfig
 from aqven.project.yaml_source import read_yaml
 
 
@@ -51,7 +52,8 @@ def check_agents(project: Project) -> list[Diagnostic]:
                     warning=True,
                 )
             )
-        if agent.provider == "openai-compatible" and not agent.base_url:
+        out.extend(_check_server(project, agent_id, agent, file))
+        if agent.provider == "openai-compatible" and not agent.base_url and not agent.server:
             out.append(
                 _diag(
                     "E_BASE_URL_MISSING",
@@ -61,6 +63,49 @@ def check_agents(project: Project) -> list[Diagnostic]:
                     "base_url: http://127.0.0.1:11434/v1 (for example)",
                 )
             )
+    return out
+
+
+def _check_server(project: Project, agent_id: str, agent: AgentSpec, file: str) -> list[Diagnostic]:
+    """A local server's known broken output modes, a `server:` on another provider, and a base_url without /v1."""
+    out: list[Diagnostic] = []
+    if agent.server is not None and agent.provider != "openai-compatible":
+        line = project.doc_line(file, ("server",))
+        out.append(
+            _diag(
+                "E_SERVER_PROVIDER",
+                f"server: {agent.server} needs provider openai-compatible",
+                file,
+                line,
+                "model: openai-compatible:<the model's name on the server>",
+            )
+        )
+    server = LOCAL_SERVERS.get(agent.server or "")
+    if server is not None and agent.output_mode in server.broken_modes:
+        modes = ", ".join(working_modes(server.name))
+        out.append(
+            _diag(
+                "W_OUTPUT_MODE_UNSUPPORTED",
+                f"agent {agent_id!r}: output_mode {agent.output_mode} is known not to work on {server.name}: "
+                f"{server.broken_modes[agent.output_mode]}",
+                file,
+                project.doc_line(file, ("output_mode",)),
+                f"use output_mode: {working_modes(server.name)[0]} (works on {server.name}: {modes})",
+                warning=True,
+            )
+        )
+    if agent.provider == "openai-compatible" and agent.base_url and "/v1" not in agent.base_url:
+        out.append(
+            _diag(
+                "W_BASE_URL_NO_V1",
+                f"base_url {agent.base_url!r} has no /v1: OpenAI-compatible servers answer at "
+                "<base>/v1/chat/completions",
+                file,
+                project.doc_line(file, ("base_url",)),
+                f"base_url: {agent.base_url.rstrip('/')}/v1",
+                warning=True,
+            )
+        )
     return out
 
 

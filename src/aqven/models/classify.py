@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from aqven.models.outcomes import OutcomeCode
 from aqven.models.outputs import SCHEMA_MISMATCH_PREFIX
 from aqven.models.simulate import SimulatorCrashed
 from aqven.models.wire import WireState
+from aqven.project.local_servers import LOCAL_SERVERS
 from aqven.project.schema import AgentSpec
 
 _SCHEMA_REJECTED = re.compile(
@@ -131,7 +133,22 @@ def _api_error(exc: pa.ModelAPIError, agent: AgentSpec) -> Failure:
             provider_status=status,
         )
     if isinstance(exc, pa.ModelConnectionError):
-        return Failure(oc.PROVIDER_ERROR, f"{who}: cannot reach the provider: {detail}", retryable=True)
+        url = _base_url(agent)
+        return Failure(
+            oc.PROVIDER_ERROR,
+            f"{who}: cannot reach the provider{f' at {url}' if url else ''}: {detail}",
+            retryable=True,
+            hint="start the server, or fix base_url (host and port)" if url else "",
+        )
+    if status == 404 and agent.provider == "openai-compatible":
+        url = _base_url(agent) or ""
+        v1 = "" if "/v1" in url else f"; base_url usually ends in /v1 ({url.rstrip('/')}/v1)"
+        return Failure(
+            oc.PROVIDER_ERROR,
+            f"{who}: the server at {url} answered HTTP 404: {detail}",
+            provider_status=status,
+            hint=f"check base_url and that the server serves the model {agent.model_name!r}{v1}",
+        )
     if isinstance(exc, pa.ModelRequestRejectedError) and _SCHEMA_REJECTED.search(detail):
         return Failure(
             oc.OUTPUT_SCHEMA_REJECTED,
@@ -147,11 +164,28 @@ def _api_error(exc: pa.ModelAPIError, agent: AgentSpec) -> Failure:
             hint="check the API key and that it may use this model",
         )
     if isinstance(exc, pa.ModelServerError | pa.ModelUnavailableError):
-        return Failure(oc.PROVIDER_ERROR, f"{who}: provider error ({where}): {detail}", True, None, status)
+        return Failure(
+            oc.PROVIDER_ERROR, f"{who}: provider error ({where}): {detail}", True, None, status, _mode_hint(agent)
+        )
     retryable = status is None or status >= 500 or status in (408, 409, 425)
     if isinstance(exc, pa.ModelQuotaExceededError | pa.ModelRequestRejectedError):
         retryable = False
     return Failure(oc.PROVIDER_ERROR, f"{who}: provider error ({where}): {detail}", retryable, None, status)
+
+
+def _base_url(agent: AgentSpec) -> str | None:
+    """Where the agent's calls go, for messages (an override variable first, as the provider resolves it)."""
+    server = LOCAL_SERVERS.get(agent.server or "")
+    override = os.environ.get(f"AQVEN_{agent.provider.upper().replace('-', '_')}_BASE_URL")
+    return override or agent.base_url or (server.base_url if server else None)
+
+
+def _mode_hint(agent: AgentSpec) -> str:
+    """For a local server on which the agent's output mode is known to fail: which mode to use instead."""
+    server = LOCAL_SERVERS.get(agent.server or "")
+    if server is None or agent.output_mode not in server.broken_modes:
+        return ""
+    return f"output_mode {agent.output_mode} is known to fail on {server.name}; use output_mode: prompted"
 
 
 def _unexpected(exc: pa.UnexpectedModelBehavior, who: str, messages: Sequence[ModelMessage]) -> Failure:

@@ -22,6 +22,7 @@ from pydantic_ai.models import Model
 
 from aqven.models import wire
 from aqven.models.outcomes import PROVIDER_ERROR, PROVIDER_KEY_MISSING, ModelCallError
+from aqven.project.local_servers import LOCAL_SERVERS
 from aqven.project.providers import PROVIDERS
 from aqven.project.schema import AgentSpec
 
@@ -58,7 +59,10 @@ def base_url_override_var(provider: str) -> str:
 def resolve_endpoint(agent: AgentSpec) -> Endpoint:
     """The endpoint of an agent, or `ModelCallError` (`PROVIDER_KEY_MISSING`) before any network."""
     provider = agent.provider
-    base_url = os.environ.get(base_url_override_var(provider)) or agent.base_url or None
+    server = LOCAL_SERVERS.get(agent.server or "")
+    base_url = (
+        os.environ.get(base_url_override_var(provider)) or agent.base_url or (server.base_url if server else None)
+    )
     key_env = key_env_of(agent)
     spec = PROVIDERS.get(provider)
     if spec is not None and spec.needs_base_url and not base_url:
@@ -132,6 +136,12 @@ def _new_model(endpoint: Endpoint, client: Any) -> Model:
             from pydantic_ai.providers.openrouter import OpenRouterProvider
 
             return OpenRouterModel(name, provider=OpenRouterProvider(openai_client=openai_client))
+        if endpoint.provider == "openai-compatible":
+            from pydantic_ai.profiles.openai import OpenAIModelProfile
+
+            # Local servers read `max_tokens`; llama.cpp ignores `max_completion_tokens`, pydantic-ai's default.
+            profile = OpenAIModelProfile(openai_chat_supports_max_completion_tokens=False)
+            return OpenAIChatModel(name, provider=OpenAIProvider(openai_client=openai_client), profile=profile)
         return OpenAIChatModel(name, provider=OpenAIProvider(openai_client=openai_client))
     if wire_ == "anthropic":
         from pydantic_ai.models.anthropic import AnthropicModel
