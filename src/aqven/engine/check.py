@@ -15,6 +15,7 @@ from aqven.project.loader import Project, load_project, validation_diagnostics
 from aqven.project.local import LocalSettings, read_local
 from aqven.project.local_servers import LOCAL_SERVERS, working_modes
 from aqven.project.paths import inside, is_file, state_dir
+from aqven.project.providers import PROVIDERS
 from aqven.project.pycode import load_function, parse_ref
 from aqven.project.schema import AgentSpec, ProjectConfig
 from aqven.project.yaml_source import read_yaml
@@ -53,11 +54,12 @@ def check_agents(project: Project) -> list[Diagnostic]:
                 )
             )
         out.extend(_check_server(project, agent_id, agent, file))
-        if agent.provider == "openai-compatible" and not agent.base_url and not agent.server:
+        provider = PROVIDERS.get(agent.provider)
+        if provider is not None and provider.needs_base_url and not agent.base_url and not agent.server:
             out.append(
                 _diag(
                     "E_BASE_URL_MISSING",
-                    "an openai-compatible agent needs base_url",
+                    f"an {agent.provider} agent needs base_url",
                     file,
                     project.doc_line(file, ("model",)),
                     "base_url: http://127.0.0.1:11434/v1 (for example)",

@@ -16,6 +16,7 @@ from aqven.errors import ProjectError
 from aqven.project.dataset_files import read_jsonl
 from aqven.project.diagnostics import Diagnostic, Diagnostics, sort_key
 from aqven.project.paths import link_outside, listed_name, rel, within
+from aqven.project.providers import PROVIDERS
 from aqven.project.schema import AgentSpec, Dataset, FlowSpec, ProjectConfig, is_identifier, is_package_name
 from aqven.project.split import Side, side_of
 from aqven.project.yaml_source import PathKey, YamlDoc, read_yaml
@@ -119,7 +120,7 @@ _CODES = {
     "model_format": ("E_MODEL_INVALID", "write the model as provider:model, e.g. openrouter:openai/gpt-4.1-mini"),
     "unknown_provider": (
         "E_UNKNOWN_PROVIDER",
-        "providers: openrouter, openai, anthropic, mistral, groq, openai-compatible",
+        f"providers: {', '.join(PROVIDERS)}",
     ),
     "function_ref": ("E_FUNCTION_REF", "name a function as file.py:function, relative to the file that names it"),
     "literal_error": ("E_INVALID_VALUE", "use one of the values the message lists"),
