@@ -1,18 +1,68 @@
-"""Every error AQVEN raises on purpose, in one place.
+"""Every error AQVEN raises on purpose, in one place: the classes and the catalogue of their stable codes.
 
 An `AqvenError` carries a stable code, a message, a hint and, where there is one, the file and line.
-Every surface (CLI, REST, MCP, Studio) shows these fields and never a traceback.
+Every surface (CLI, REST, MCP, Studio) shows these fields and never a traceback. The codes are constants
+here, next to the class that carries them; `CODES` lists them all (a test keeps every code raised in
+`src/aqven` in it). Two families live elsewhere, each in one place too: the ``E_``/``W_`` codes of
+`aqven check` (docs/reference/diagnostics.md) and the outcome codes of a run (`aqven.models.outcomes`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
+
+# ---- the catalogue ------------------------------------------------------------------------------------
+# AqvenError (400 unless said otherwise)
+AQVEN_ERROR: Final = "AQVEN_ERROR"
+VALIDATION_ERROR: Final = "VALIDATION_ERROR"  # a request's field is out of range or malformed (often 422)
+CASE_AMBIGUOUS: Final = "CASE_AMBIGUOUS"
+INIT_BAD_PACKAGE: Final = "INIT_BAD_PACKAGE"
+INIT_TARGET_EXISTS: Final = "INIT_TARGET_EXISTS"
+PRICES_UNAVAILABLE: Final = "PRICES_UNAVAILABLE"
+DB_SCHEMA_NEWER: Final = "DB_SCHEMA_NEWER"
+NOT_RUNNABLE: Final = "NOT_RUNNABLE"  # a series that cannot run as asked (research/series/start.py)
+HOLDOUT_HIDDEN: Final = "HOLDOUT_HIDDEN"  # a held-out case or run asked for one by one (research/holdout.py)
+SERIES_NOT_COMPARABLE: Final = "SERIES_NOT_COMPARABLE"
+CONFIRMATION_REQUIRED: Final = "CONFIRMATION_REQUIRED"
+MCP_CANNOT_APPROVE: Final = "MCP_CANNOT_APPROVE"
+UNAUTHORIZED: Final = "UNAUTHORIZED"
+DEMO_SERIES_STOPPED: Final = "DEMO_SERIES_STOPPED"
+CHAT_FAILED: Final = "CHAT_FAILED"
+CHAT_TIMEOUT: Final = "CHAT_TIMEOUT"
+# ProjectError
+PROJECT_INVALID: Final = "PROJECT_INVALID"
+# NotFoundError (404)
+NOT_FOUND: Final = "NOT_FOUND"
+PROJECT_NOT_FOUND: Final = "PROJECT_NOT_FOUND"
+FLOW_NOT_FOUND: Final = "FLOW_NOT_FOUND"
+NODE_NOT_FOUND: Final = "NODE_NOT_FOUND"
+DATASET_NOT_FOUND: Final = "DATASET_NOT_FOUND"
+CASE_NOT_FOUND: Final = "CASE_NOT_FOUND"
+EXPERIMENT_NOT_FOUND: Final = "EXPERIMENT_NOT_FOUND"
+SERIES_NOT_FOUND: Final = "SERIES_NOT_FOUND"
+ATTEMPT_NOT_FOUND: Final = "ATTEMPT_NOT_FOUND"
+RUN_NOT_FOUND: Final = "RUN_NOT_FOUND"
+FINDING_NOT_FOUND: Final = "FINDING_NOT_FOUND"
+# StateConflictError (409)
+STATE_CONFLICT: Final = "STATE_CONFLICT"
+SERIES_STATE_CONFLICT: Final = "SERIES_STATE_CONFLICT"
+RUN_NOT_WAITING: Final = "RUN_NOT_WAITING"
+# RunInputError (422)
+RUN_INPUT_INVALID: Final = "RUN_INPUT_INVALID"
+RANGE_INVALID: Final = "RANGE_INVALID"
+NODE_OUTPUTS_MISSING: Final = "NODE_OUTPUTS_MISSING"
+# ServerError (503)
+SERVER_UNAVAILABLE: Final = "SERVER_UNAVAILABLE"
+SERVER_ALREADY_RUNNING: Final = "SERVER_ALREADY_RUNNING"
+SERVER_START_FAILED: Final = "SERVER_START_FAILED"
+PORT_IN_USE: Final = "PORT_IN_USE"
+# AttemptError: a run's outcome codes, listed in aqven.models.outcomes (PROVIDER_ERROR, CODE_ERROR, ...)
 
 
 class AqvenError(Exception):
     """A failure with a stable code that a user or an agent can act on."""
 
-    code: str = "AQVEN_ERROR"
+    code: str = AQVEN_ERROR
     http_status: int = 400
 
     def __init__(
@@ -58,34 +108,34 @@ class AqvenError(Exception):
 class ProjectError(AqvenError):
     """The project's files cannot be loaded or used."""
 
-    code = "PROJECT_INVALID"
+    code = PROJECT_INVALID
 
 
 class NotFoundError(AqvenError):
     """A named thing (flow, run, series, case...) does not exist."""
 
-    code = "NOT_FOUND"
+    code = NOT_FOUND
     http_status = 404
 
 
 class StateConflictError(AqvenError):
     """The thing exists but is in a state that forbids the request."""
 
-    code = "STATE_CONFLICT"
+    code = STATE_CONFLICT
     http_status = 409
 
 
 class RunInputError(AqvenError):
     """A run cannot start with the inputs it was given (missing node_outputs, bad range...)."""
 
-    code = "RUN_INPUT_INVALID"
+    code = RUN_INPUT_INVALID
     http_status = 422
 
 
 class ServerError(AqvenError):
     """The project server could not be started, found or reached."""
 
-    code = "SERVER_UNAVAILABLE"
+    code = SERVER_UNAVAILABLE
     http_status = 503
 
 
@@ -93,3 +143,9 @@ class AttemptError(AqvenError):
     """A run or model call ended on an error with an outcome code (see `aqven.models.outcomes`)."""
 
     code = "PROVIDER_ERROR"
+
+
+CODES: Final[frozenset[str]] = frozenset(
+    value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str) and name == value
+)
+"""Every code of the catalogue (a constant's name is its code)."""

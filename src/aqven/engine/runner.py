@@ -18,10 +18,10 @@ from aqven.engine.compile import compile_flow
 from aqven.engine.compiled import CompiledFlow, CompiledNode
 from aqven.engine.template import render
 from aqven.engine.variant import FlowPatch
-from aqven.errors import AqvenError, ProjectError, RunInputError
+from aqven.errors import NODE_OUTPUTS_MISSING, RANGE_INVALID, RUN_INPUT_INVALID, AqvenError, ProjectError, RunInputError
 from aqven.models import gate
 from aqven.models.call import CallResult, ModelCall, call_model
-from aqven.models.outcomes import CODE_TIMEOUT, ModelCallError, outcome_class
+from aqven.models.outcomes import CODE_ERROR, CODE_TIMEOUT, ModelCallError, outcome_class
 from aqven.project.bindings import Binding, bindings_in, parse_binding, resolve
 from aqven.project.conform import violation
 from aqven.project.loader import Project
@@ -86,7 +86,7 @@ class Engine:
             if node_id is not None and node_id not in top:
                 raise RunInputError(
                     f"--{name} {node_id!r} is not a top-level node of flow {flow.id!r}",
-                    code="RANGE_INVALID",
+                    code=RANGE_INVALID,
                     hint=f"top-level nodes: {', '.join(top)}",
                 )
         start = top.index(request.from_node) if request.from_node else 0
@@ -94,7 +94,7 @@ class Engine:
         if start > end:
             raise RunInputError(
                 f"range {request.from_node}..{request.to_node} is empty: 'from' comes after 'to'",
-                code="RANGE_INVALID",
+                code=RANGE_INVALID,
                 hint=f"top-level nodes in order: {', '.join(top)}",
             )
         missing = sorted(needed_above(flow, start, end) - set(request.node_outputs))
@@ -102,7 +102,7 @@ class Engine:
             raise RunInputError(
                 f"the range {top[start]}..{top[end]} reads {', '.join(missing)}, which runs above the range, and "
                 "the case has no node_outputs for it",
-                code="NODE_OUTPUTS_MISSING",
+                code=NODE_OUTPUTS_MISSING,
                 hint=f"add node_outputs: {{{missing[0]}: ...}} to the case, or start the range earlier",
             )
         if start == 0:
@@ -110,7 +110,7 @@ class Engine:
             if problem:
                 raise RunInputError(
                     f"the input does not match flow {flow.id!r}'s input type: {problem}",
-                    code="RUN_INPUT_INVALID",
+                    code=RUN_INPUT_INVALID,
                     hint="give the input the flow declares (see `aqven check` or the flow's flow.yaml)",
                 ) from None
         return flow
@@ -285,7 +285,7 @@ class Engine:
                 raise WaitingHuman(path)
             self.runs.append_event(run_id, "human_answer", path, {"answer": answer})
             return answer
-        raise AqvenError(f"unknown node kind {node.kind}", code="CODE_ERROR")
+        raise AqvenError(f"unknown node kind {node.kind}", code=CODE_ERROR)
 
     async def _llm(
         self, run_id: str, node: CompiledNode, inputs: dict[str, Any], request: RunRequest, path: str
@@ -412,11 +412,11 @@ class Engine:
                 details={"node_id": path},
             ) from None
         except ProjectError as exc:
-            raise AqvenError(exc.message, code="CODE_ERROR", hint=exc.hint, file=exc.file, line=exc.line) from None
+            raise AqvenError(exc.message, code=CODE_ERROR, hint=exc.hint, file=exc.file, line=exc.line) from None
         except Exception as exc:  # the project's own code: report it, never crash the engine
             raise AqvenError(
                 f"code node {path!r} raised {type(exc).__name__}: {exc}",
-                code="CODE_ERROR",
+                code=CODE_ERROR,
                 hint=f"fix {node.code_file.name}:{node.code_function}",
                 details={"node_id": path},
             ) from None
@@ -424,7 +424,7 @@ class Engine:
         if problem:
             raise AqvenError(
                 f"code node {path!r} returned a value that breaks its output type: {problem}",
-                code="CODE_ERROR",
+                code=CODE_ERROR,
                 hint="return what the node's output declares",
             ) from None
         return value

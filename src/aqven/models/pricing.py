@@ -28,7 +28,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Final
 
-from aqven.errors import AqvenError
+from aqven.errors import PRICES_UNAVAILABLE, AqvenError
 from aqven.models.outcomes import CostSource
 from aqven.project.providers import PROVIDERS
 from aqven.project.schema import AgentPrice
@@ -250,7 +250,7 @@ async def update_price_list(dest: Path | None = None) -> int:
     except (httpx2.HTTPError, ValueError) as exc:
         raise AqvenError(
             f"could not fetch the OpenRouter model list from {url}: {type(exc).__name__}: {exc}",
-            code="PRICES_UNAVAILABLE",
+            code=PRICES_UNAVAILABLE,
             hint="prices fall back to genai-prices' bundled table; try again when the network is available",
             http_status=503,
         ) from None
@@ -258,7 +258,7 @@ async def update_price_list(dest: Path | None = None) -> int:
     if not isinstance(rows, list):
         raise AqvenError(
             f"the answer from {url} is not a model list (no 'data' array)",
-            code="PRICES_UNAVAILABLE",
+            code=PRICES_UNAVAILABLE,
             http_status=503,
         )
     try:
@@ -267,5 +267,5 @@ async def update_price_list(dest: Path | None = None) -> int:
         tmp.write_text(json.dumps({"data": rows}), encoding="utf-8")
         tmp.replace(dest)
     except OSError as exc:
-        raise AqvenError(f"could not write {dest}: {exc}", code="PRICES_UNAVAILABLE") from None
+        raise AqvenError(f"could not write {dest}: {exc}", code=PRICES_UNAVAILABLE) from None
     return len(rows)

@@ -7,7 +7,7 @@ import shutil
 from importlib.resources import as_file, files
 from pathlib import Path
 
-from aqven.errors import AqvenError
+from aqven.errors import INIT_BAD_PACKAGE, INIT_TARGET_EXISTS, AqvenError
 
 TEMPLATE = "showcase"
 PACKAGE_LINE = re.compile(r"^package:\s*lumen\s*$", re.MULTILINE)
@@ -23,13 +23,13 @@ def init_project(target: Path, package: str | None = None) -> Path:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", package):
         raise AqvenError(
             f"package name {package!r} is not a Python identifier",
-            code="INIT_BAD_PACKAGE",
+            code=INIT_BAD_PACKAGE,
             hint="use letters, digits and _, starting with a letter, e.g. --package lumen",
         )
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise AqvenError(
             f"{target} exists and is not empty",
-            code="INIT_TARGET_EXISTS",
+            code=INIT_TARGET_EXISTS,
             hint="choose a new folder name, or empty the folder first",
         )
     with as_file(files("aqven") / "templates" / TEMPLATE) as source:

@@ -18,10 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from aqven.errors import AqvenError
+from aqven.errors import HOLDOUT_HIDDEN, AqvenError
 from aqven.project.split import side_of
 
-HOLDOUT_HIDDEN = "HOLDOUT_HIDDEN"
 HINT = "held-out cases are never shown one by one; run the series on dev to inspect cases"
 #: Error codes whose messages AQVEN writes without anything of the case (shown even for a held-out attempt).
 PLAIN_MESSAGES = frozenset(

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from aqven.errors import DB_SCHEMA_NEWER, AqvenError
+
 SCHEMA_VERSION = 8
 
 _MIGRATIONS: dict[int, str] = {
@@ -283,11 +285,9 @@ class Database:
             row = cur.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
             current = row["v"] or 0
             if current > SCHEMA_VERSION:
-                from aqven.errors import AqvenError
-
                 raise AqvenError(
                     f"the project database has schema version {current}; this AQVEN knows {SCHEMA_VERSION}",
-                    code="DB_SCHEMA_NEWER",
+                    code=DB_SCHEMA_NEWER,
                     hint="upgrade AQVEN, or move .aqven/aqven.sqlite aside",
                 )
             for version in range(current + 1, SCHEMA_VERSION + 1):

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from aqven.errors import NotFoundError
+from aqven.errors import RUN_NOT_FOUND, NotFoundError
 from aqven.models.outcomes import redact, redact_value, secret_values
 from aqven.store.db import Database
 from aqven.store.records import RunError, RunRecord, RunRequest, RunStatus, TraceEvent
@@ -151,7 +151,7 @@ class RunStore:
     def get(self, run_id: str) -> RunRecord:
         row = self.db.query_one("SELECT * FROM runs WHERE id=?", (run_id,))
         if row is None:
-            raise NotFoundError(f"no run {run_id!r}", code="RUN_NOT_FOUND", hint="list runs with GET /api/runs")
+            raise NotFoundError(f"no run {run_id!r}", code=RUN_NOT_FOUND, hint="list runs with GET /api/runs")
         return self._record(row)
 
     def list_runs(

@@ -7,7 +7,7 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from aqven.errors import NotFoundError
+from aqven.errors import ATTEMPT_NOT_FOUND, SERIES_NOT_FOUND, NotFoundError
 from aqven.models.outcomes import redact
 from aqven.store.db import Database
 from aqven.store.runs import new_id, now_iso
@@ -106,7 +106,7 @@ class SeriesStore:
         if row is None:
             raise NotFoundError(
                 f"no series {series_id!r}",
-                code="SERIES_NOT_FOUND",
+                code=SERIES_NOT_FOUND,
                 hint="series ids come from series_start / POST /api/series",
             )
         return self._series(row)
@@ -215,7 +215,7 @@ class SeriesStore:
     def attempt(self, series_id: str, idx: int) -> AttemptRow:
         row = self.db.query_one("SELECT * FROM attempts WHERE series_id=? AND idx=?", (series_id, idx))
         if row is None:
-            raise NotFoundError(f"series {series_id} has no attempt {idx}", code="ATTEMPT_NOT_FOUND")
+            raise NotFoundError(f"series {series_id} has no attempt {idx}", code=ATTEMPT_NOT_FOUND)
         return self._attempt(row)
 
     def case_order(self, series_id: str) -> list[str]:

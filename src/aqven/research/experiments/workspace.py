@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aqven.engine.variant import FlowPatch
-from aqven.errors import NotFoundError
+from aqven.errors import EXPERIMENT_NOT_FOUND, NotFoundError
 from aqven.project.diagnostics import Diagnostic
 from aqven.project.loader import Project, load_project
 from aqven.project.schema import Case
@@ -40,7 +40,7 @@ class Workspace:
         if exp is None:
             raise NotFoundError(
                 f"no experiment {experiment_id!r}",
-                code="EXPERIMENT_NOT_FOUND",
+                code=EXPERIMENT_NOT_FOUND,
                 hint=f"experiments: {', '.join(sorted(self.experiments)) or 'none'}",
             )
         return exp

@@ -22,7 +22,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from aqven.errors import AqvenError
+from aqven.errors import VALIDATION_ERROR, AqvenError
 from aqven.project.local import spend_cap
 from aqven.project.paths import state_dir
 
@@ -38,7 +38,7 @@ def _bad(cap_usd: Any, why: str) -> AqvenError:
         shown = shown[:37] + "..."
     return AqvenError(
         f"cap_usd {why}, not {shown}",
-        code="VALIDATION_ERROR",
+        code=VALIDATION_ERROR,
         hint=f'give dollars as a plain decimal, e.g. "2.00": above 0, at most {CAP_DECIMALS} decimals, '
         f"at most ${CAP_CEILING_USD:,}",
         http_status=422,
@@ -163,7 +163,7 @@ def confirm_project_cap(
     if given is None or given != asked:
         raise AqvenError(
             f"the files ask for a project cap of ${asked}, not ${given}",
-            code="VALIDATION_ERROR",
+            code=VALIDATION_ERROR,
             hint=f'confirm the amount the files ask for: {{"cap_usd": "{asked}"}}; edit aqven.yaml for another',
             http_status=422,
         )

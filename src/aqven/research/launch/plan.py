@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Literal, assert_never
 
-from aqven.errors import AqvenError
+from aqven.errors import VALIDATION_ERROR, AqvenError
 from aqven.research.experiments.loading import selected_cases
 from aqven.research.experiments.schema import MAX_REPEATS, ExperimentSource, Question
 from aqven.research.experiments.workspace import Workspace
@@ -42,12 +42,12 @@ def available_cases(ws: Workspace, exp: ExperimentSource, on: Side) -> list[str]
 def validate_counts(cases: int | None, repeats: int | None) -> None:
     if cases is not None and cases < 1:
         raise AqvenError(
-            "cases must be at least 1", code="VALIDATION_ERROR", hint="ask for 1 or more cases", http_status=422
+            "cases must be at least 1", code=VALIDATION_ERROR, hint="ask for 1 or more cases", http_status=422
         )
     if repeats is not None and not 1 <= repeats <= MAX_REPEATS:
         raise AqvenError(
             f"repeats must be between 1 and {MAX_REPEATS}",
-            code="VALIDATION_ERROR",
+            code=VALIDATION_ERROR,
             hint="more repeats of the same cases help less than more cases",
             http_status=422,
         )

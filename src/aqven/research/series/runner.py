@@ -24,9 +24,9 @@ from decimal import Decimal
 from typing import Any
 
 from aqven.engine.runner import Engine
-from aqven.errors import NotFoundError
+from aqven.errors import CASE_NOT_FOUND, NotFoundError
 from aqven.models.gate import CpuGate, held
-from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
+from aqven.models.outcomes import CODE_ERROR, PROVIDER_RATE_LIMITED, redact
 from aqven.models.telemetry import tracer
 from aqven.project.schema import Case
 from aqven.research.checks.scoring import AttemptView, score_checks
@@ -325,7 +325,7 @@ class SeriesRunner:
                     attempt,
                     outcome=outcome,
                     value=None,
-                    code="CODE_ERROR",
+                    code=CODE_ERROR,
                     message=f"internal error: {type(exc).__name__}: {exc}",
                     checks=[],
                     cost=cost,
@@ -400,7 +400,7 @@ class SeriesRunner:
         case = self._ws().case(s.plan.dataset_id, name)
         if case is not None:
             return case
-        raise NotFoundError(f"case {name!r} is gone from {s.plan.dataset_id!r}", code="CASE_NOT_FOUND")
+        raise NotFoundError(f"case {name!r} is gone from {s.plan.dataset_id!r}", code=CASE_NOT_FOUND)
 
     async def _run_attempt(self, s: SeriesRow, a: AttemptRow, run_id: str) -> tuple[str, Decimal, str | None]:
         """("done" | "waiting", the attempt's whole cost, its outcome)."""

@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from aqven.engine.runner import Engine
-from aqven.errors import AqvenError, StateConflictError
+from aqven.errors import SERIES_STATE_CONFLICT, VALIDATION_ERROR, AqvenError, StateConflictError
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.launch.caps import check_ceiling, parse_cap
 from aqven.research.launch.plan import project_cap_state
@@ -29,7 +29,7 @@ MAX_WAIT_S = 50.0
 
 
 class SeriesConflict(StateConflictError):
-    code = "SERIES_STATE_CONFLICT"
+    code = SERIES_STATE_CONFLICT
 
 
 class SeriesService:
@@ -150,14 +150,14 @@ class SeriesService:
         if reason == "spend_near_cap" and new <= old:
             raise AqvenError(
                 f"the new cap must be above the old one (${old})",
-                code="VALIDATION_ERROR",
+                code=VALIDATION_ERROR,
                 hint=f"leave it out to double it to ${old * 2}",
                 http_status=422,
             )
         if new <= spent:
             raise AqvenError(
                 f"the new cap ${new} is not above what the series spent (${spent})",
-                code="VALIDATION_ERROR",
+                code=VALIDATION_ERROR,
                 hint="give a higher cap",
                 http_status=422,
             )

@@ -10,7 +10,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aqven.engine.compiled import CompiledFlow
 from aqven.engine.runner import Engine
-from aqven.errors import AqvenError, NotFoundError
+from aqven.errors import (
+    CASE_NOT_FOUND,
+    DATASET_NOT_FOUND,
+    FLOW_NOT_FOUND,
+    NOT_RUNNABLE,
+    VALIDATION_ERROR,
+    AqvenError,
+    NotFoundError,
+)
 from aqven.project.local import simulate_enabled
 from aqven.project.paths import rel
 from aqven.project.schema import AgentSpec, Case
@@ -52,7 +60,7 @@ class SeriesStartBody(BaseModel):
 
 
 class NotRunnable(AqvenError):
-    code = "NOT_RUNNABLE"
+    code = NOT_RUNNABLE
     http_status = 422
 
 
@@ -161,7 +169,7 @@ def prepare_series(
     if (body.experiment_id is None) == (body.look is None):
         raise AqvenError(
             "give exactly one of experiment_id or look",
-            code="VALIDATION_ERROR",
+            code=VALIDATION_ERROR,
             hint='{"experiment_id": "..."} or {"look": {"flow_id", "dataset_id", "case_names"}}',
             http_status=422,
         )
@@ -223,13 +231,13 @@ def prepare_series(
         look = body.look
         if look.flow_id not in ws.project.flows:
             raise NotFoundError(
-                f"no flow {look.flow_id!r}", code="FLOW_NOT_FOUND", hint=f"flows: {', '.join(sorted(ws.project.flows))}"
+                f"no flow {look.flow_id!r}", code=FLOW_NOT_FOUND, hint=f"flows: {', '.join(sorted(ws.project.flows))}"
             )
         dataset = ws.project.datasets.get(look.dataset_id)
         if dataset is None:
             raise NotFoundError(
                 f"no dataset {look.dataset_id!r}",
-                code="DATASET_NOT_FOUND",
+                code=DATASET_NOT_FOUND,
                 hint=f"datasets: {', '.join(sorted(ws.project.datasets))}",
             )
         by_name = {c.name: c for c in dataset.cases}
@@ -238,7 +246,7 @@ def prepare_series(
             raise NotFoundError(
                 f"dataset {look.dataset_id!r} has no case {missing[0]!r}"
                 + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
-                code="CASE_NOT_FOUND",
+                code=CASE_NOT_FOUND,
                 hint="name cases of the dataset",
             )
         cases = [by_name[n] for n in dict.fromkeys(look.case_names)]
