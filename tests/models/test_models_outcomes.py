@@ -35,6 +35,7 @@ def test_model_failures_are_counted(code: str) -> None:
         "MODEL_TIMEOUT",
         "MODEL_STREAM_STALLED",
         "CODE_ERROR",
+        "CODE_TIMEOUT",
         "SIMULATOR_MISSING",
     ],
 )
@@ -46,7 +47,7 @@ def test_unknown_code_is_refused() -> None:
     with pytest.raises(ValueError):
         outcome_class("CHECK_FAILED")
     assert oc.MODEL_FAILURE_CODES.isdisjoint(oc.INFRA_CODES)
-    assert len(oc.ALL_CODES) == 12
+    assert len(oc.ALL_CODES) == 13
 
 
 def test_model_call_error_fields() -> None:

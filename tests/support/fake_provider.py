@@ -82,7 +82,8 @@ def example_of(schema: Any) -> Any:
 
 
 class FakeProvider:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
+        self.port = port  # 0: a free one; a fixed port lets a test bring a "restarted" server back on it
         self.requests: list[RecordedRequest] = []
         self.default = FakeReply()
         self.models: dict[str, Any] = {"data": []}
@@ -111,7 +112,7 @@ class FakeProvider:
         class Handler(_Handler):
             fake = provider
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()

@@ -19,7 +19,7 @@ from aqven.engine.compiled import CompiledFlow, CompiledNode
 from aqven.engine.template import render
 from aqven.engine.variant import FlowPatch
 from aqven.errors import NODE_OUTPUTS_MISSING, RANGE_INVALID, RUN_INPUT_INVALID, AqvenError, ProjectError, RunInputError
-from aqven.models import gate
+from aqven.models import gate, outage, rate_limit
 from aqven.models.call import CallResult, ModelCall, call_model
 from aqven.models.outcomes import CODE_ERROR, CODE_TIMEOUT, ModelCallError, outcome_class
 from aqven.project.bindings import Binding, bindings_in, parse_binding, resolve
@@ -296,6 +296,7 @@ class Engine:
         backoff = self.project.config.engine.retry_backoff_s
         seed = derive_seed(request.seed, path)
         attempt = 0
+        held = 0  # waits for a provider that does not answer: they do not use up provider_retries
         while True:
             call = ModelCall(
                 agent=node.agent,
@@ -326,9 +327,15 @@ class Engine:
             def on_event(kind: str, data: dict[str, Any]) -> None:
                 self.runs.append_event(run_id, kind, path, data)
 
+            limits = None if request.simulate else self.project.config.providers.get(node.agent.provider)
+            slot = None
+            if limits is not None:
+                async with gate.released():  # waiting for the provider's limit holds no one else up
+                    slot = await rate_limit.acquire(node.agent.provider, rpm=limits.rpm, tpm=limits.tpm)
             try:
                 result = await self._call(call, on_event)
             except ModelCallError as exc:
+                rate_limit.record(slot, exc.input_tokens + exc.output_tokens)
                 if exc.requests or exc.input_tokens or exc.cost_usd is not None:
                     # A failed call that reached the model is paid for: count what it used.
                     self.runs.add_usage(
@@ -354,10 +361,26 @@ class Engine:
                         "cost_source": exc.cost_source,
                     },
                 )
+                hold = self.project.config.engine.outage_hold_s
+                pause = (
+                    None
+                    if request.simulate or not outage.unreachable(exc)
+                    else outage.outage_wait(node.agent, held, backoff_s=backoff, hold_s=hold)
+                )
+                if pause is not None:
+                    # The provider does not answer: hold this call (bounded by outage_hold_s since the outage began).
+                    held += 1
+                    event = {"code": exc.code, "attempt": attempt, "wait_s": round(pause, 3), "outage": True}
+                    self.runs.append_event(run_id, "retry", path, event)
+                    async with gate.released():
+                        await asyncio.sleep(pause)
+                    continue
                 if exc.retryable and attempt < retries:
                     wait = min(
                         MAX_RETRY_WAIT_S, exc.retry_after if exc.retry_after is not None else backoff * (2**attempt)
                     )
+                    if exc.retry_after is None:
+                        wait = outage.jittered(wait)  # so attempts failing together do not retry in step
                     if request.simulate:
                         wait = 0.0
                     attempt += 1
@@ -368,6 +391,9 @@ class Engine:
                         await asyncio.sleep(wait)
                     continue
                 raise
+            rate_limit.record(slot, result.input_tokens + result.output_tokens)
+            if not request.simulate:
+                outage.reached(node.agent)
             with self.runs.db.batch():
                 self._record_response(run_id, path, result)
             return result.output

@@ -54,6 +54,15 @@ class ResearchConfig(Strict):
 class EngineConfig(Strict):
     provider_retries: Annotated[int, Field(ge=0, le=10)] = 2
     retry_backoff_s: Annotated[float, Field(ge=0, le=60)] = 1.0
+    # How long calls to a provider that does not answer (connection refused) are held before they fail.
+    outage_hold_s: Annotated[float, Field(ge=0, le=3600)] = 120.0
+
+
+class ProviderLimits(Strict):
+    """Requests and tokens per minute a provider allows this project (the scheduler waits to stay within)."""
+
+    rpm: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    tpm: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
 
 
 class ProjectConfig(Strict):
@@ -63,6 +72,16 @@ class ProjectConfig(Strict):
     research: ResearchConfig | None = None
     concurrency: Annotated[int, Field(ge=1, le=512)] = 8
     engine: EngineConfig = EngineConfig()
+    providers: dict[str, ProviderLimits] = Field(default_factory=dict)  # provider name -> its rpm / tpm limits
+
+    @field_validator("providers")
+    @classmethod
+    def _known_providers(cls, v: dict[str, ProviderLimits]) -> dict[str, ProviderLimits]:
+        unknown = sorted(set(v) - set(PROVIDERS))
+        if unknown:
+            msg = f"unknown provider {unknown[0]!r} in providers; known: {', '.join(PROVIDERS)}"
+            raise PydanticCustomError("unknown_provider", "{msg}", {"msg": msg})
+        return v
 
 
 # ---- agents/<id>.yaml -----------------------------------------------------------------------------
