@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -14,33 +13,15 @@ from typing import Any
 import pytest
 
 from aqven.models.call import ModelCall, call_model
-from aqven.models.outcomes import KEY_ENV_VARS, ModelCallError
-from aqven.models.providers import aclose_models, resolve_endpoint
+from aqven.models.outcomes import ModelCallError
+from aqven.models.providers import resolve_endpoint
 from aqven.project.schema import AgentSpec
 from support.fake_provider import FakeProvider, FakeReply
 
+pytestmark = pytest.mark.usefixtures("clean_model_env", "closed_model_clients")
+
+
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"reply": {"type": "string"}}, "required": ["reply"]}
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in KEY_ENV_VARS:
-        monkeypatch.delenv(var, raising=False)
-    for provider in ("OPENROUTER", "OPENAI", "ANTHROPIC", "MISTRAL", "GROQ", "OPENAI_COMPATIBLE"):
-        monkeypatch.delenv(f"AQVEN_{provider}_BASE_URL", raising=False)
-    monkeypatch.setenv("AQVEN_PRICES_FILE", str(tmp_path / "no-prices.json"))
-
-
-@pytest.fixture
-def fp() -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-async def close_clients() -> AsyncIterator[None]:
-    yield
-    await aclose_models()
 
 
 def call(**agent: Any) -> ModelCall:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +26,13 @@ from aqven.models.classify import classify, retry_events
 from aqven.models.lean import lean_plan, run_lean
 from aqven.models.outcomes import KEY_ENV_VARS, ModelCallError
 from aqven.models.outputs import plan_output
-from aqven.models.providers import aclose_models
 from aqven.models.wire import WireState
 from aqven.project.schema import AgentSpec
 from support.fake_provider import FakeProvider, FakeReply
 from support.paths import FIXTURES
+
+pytestmark = pytest.mark.usefixtures("closed_model_clients")
+
 
 OBJ: dict[str, Any] = {"type": "object", "properties": {"reply": {"type": "string"}}, "required": ["reply"]}
 TEXT: dict[str, Any] = {"type": "string", "maxLength": 20}
@@ -44,12 +46,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AQVEN_PRICES_FILE", str(FIXTURES / "openrouter_models.json"))
     monkeypatch.setenv("AQVEN_SIM_LATENCY_SCALE", "0")
-
-
-@pytest.fixture(autouse=True)
-async def close_clients() -> AsyncIterator[None]:
-    yield
-    await aclose_models()
 
 
 def spec(**kw: Any) -> AgentSpec:

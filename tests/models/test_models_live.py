@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -11,23 +11,16 @@ from typing import Any
 import pytest
 
 from aqven.models.call import CallResult, ModelCall, call_model
-from aqven.models.outcomes import KEY_ENV_VARS, ModelCallError
-from aqven.models.providers import aclose_models
+from aqven.models.outcomes import ModelCallError
 from aqven.project.schema import AgentSpec
 from support.fake_provider import FakeProvider, FakeReply
 from support.paths import FIXTURES
 
+pytestmark = pytest.mark.usefixtures("clean_model_env", "closed_model_clients")
+
+
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"reply": {"type": "string"}}, "required": ["reply"]}
 PLANTED = "sk-or-v1-PLANTED0123456789abcdefPLANTED"
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in KEY_ENV_VARS:
-        monkeypatch.delenv(var, raising=False)
-    for provider in ("OPENROUTER", "OPENAI", "ANTHROPIC", "MISTRAL", "GROQ", "OPENAI_COMPATIBLE"):
-        monkeypatch.delenv(f"AQVEN_{provider}_BASE_URL", raising=False)
-    monkeypatch.setenv("AQVEN_PRICES_FILE", str(tmp_path / "no-prices.json"))
 
 
 @pytest.fixture
@@ -37,12 +30,6 @@ def fp(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
         monkeypatch.setenv("AQVEN_OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENROUTER_API_KEY", PLANTED)
         yield server
-
-
-@pytest.fixture(autouse=True)
-async def close_clients() -> AsyncIterator[None]:
-    yield
-    await aclose_models()
 
 
 def agent(**kw: Any) -> AgentSpec:

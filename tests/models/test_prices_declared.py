@@ -4,7 +4,6 @@ OpenAI-compatible server on 127.0.0.1."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -12,35 +11,15 @@ from typing import Any
 import pytest
 
 from aqven.models.call import ModelCall, call_model
-from aqven.models.outcomes import KEY_ENV_VARS
 from aqven.models.pricing import Tokens, declared_cost, genai_price, is_priced, price_call
-from aqven.models.providers import aclose_models
 from aqven.project.schema import AgentPrice, AgentSpec
 from support.fake_provider import FakeProvider, FakeReply
 
+pytestmark = pytest.mark.usefixtures("clean_model_env", "closed_model_clients")
+
+
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"reply": {"type": "string"}}, "required": ["reply"]}
 PRICE = {"input": "0.10", "output": "0.40", "cache_read": "0.01"}
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in KEY_ENV_VARS:
-        monkeypatch.delenv(var, raising=False)
-    for provider in ("OPENROUTER", "OPENAI", "ANTHROPIC", "MISTRAL", "GROQ", "OPENAI_COMPATIBLE"):
-        monkeypatch.delenv(f"AQVEN_{provider}_BASE_URL", raising=False)
-    monkeypatch.setenv("AQVEN_PRICES_FILE", str(tmp_path / "no-prices.json"))
-
-
-@pytest.fixture
-def fp() -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-async def close_clients() -> AsyncIterator[None]:
-    yield
-    await aclose_models()
 
 
 def call(agent: dict[str, Any]) -> ModelCall:
