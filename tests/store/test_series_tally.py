@@ -22,20 +22,11 @@ from aqven.store.series_tally import COUNTED, finished_costs, read_tally
 VARIANTS = ["as_written", "other"]
 
 
-def _random_series(store: SeriesStore, rng: random.Random) -> str:
-    cases = [f"case_{i:03d}" for i in range(rng.randint(1, 40))]
-    repeats = rng.randint(1, 4)
-    plan = SeriesPlan(
-        flow_id="f",
-        dataset_id="d",
-        cases=cases,
-        sides={c: rng.choice(["dev", "holdout"]) for c in cases},
-        variants=VARIANTS,
-        repeats=repeats,
-    )
-    rows = [
+def _create(store: SeriesStore, plan: SeriesPlan) -> tuple[str, list[dict[str, Any]]]:
+    """A running series of `plan` with one queued attempt per case × variant × repeat (seed = index)."""
+    rows: list[dict[str, Any]] = [
         {"idx": i, "case_name": c, "dataset_id": "d", "side": plan.sides[c], "variant_id": v, "rep": r, "seed": i}
-        for i, (c, v, r) in enumerate((c, v, r) for c in cases for v in VARIANTS for r in range(repeats))
+        for i, (c, v, r) in enumerate((c, v, r) for c in plan.cases for v in plan.variants for r in range(plan.repeats))
     ]
     sid, _ = store.create(
         kind="experiment",
@@ -54,6 +45,21 @@ def _random_series(store: SeriesStore, rng: random.Random) -> str:
         attempts=rows,
         active_since=None,
     )
+    return sid, rows
+
+
+def _random_series(store: SeriesStore, rng: random.Random) -> str:
+    cases = [f"case_{i:03d}" for i in range(rng.randint(1, 40))]
+    repeats = rng.randint(1, 4)
+    plan = SeriesPlan(
+        flow_id="f",
+        dataset_id="d",
+        cases=cases,
+        sides={c: rng.choice(["dev", "holdout"]) for c in cases},
+        variants=VARIANTS,
+        repeats=repeats,
+    )
+    sid, rows = _create(store, plan)
     with store.db.transaction() as cur:
         for a in rows:
             status = rng.choice(["queued", "running", "done", "done", "done"])
@@ -207,27 +213,7 @@ def _finished_series(store: SeriesStore, cases: int, repeats: int) -> str:
     plan = SeriesPlan(
         flow_id="f", dataset_id="d", cases=names, sides=dict.fromkeys(names, "dev"), variants=VARIANTS, repeats=repeats
     )
-    rows = [
-        {"idx": i, "case_name": c, "dataset_id": "d", "side": "dev", "variant_id": v, "rep": r, "seed": i}
-        for i, (c, v, r) in enumerate((c, v, r) for c in names for v in VARIANTS for r in range(repeats))
-    ]
-    sid, _ = store.create(
-        kind="experiment",
-        experiment_id="e",
-        on="dev",
-        status="running",
-        plan=plan,
-        cap_usd="1",
-        project_cap_usd="10",
-        project_cap_source="default",
-        inputs_hash="h",
-        inputs={},
-        simulated=True,
-        client_op_id=None,
-        pause=None,
-        attempts=rows,
-        active_since=None,
-    )
+    sid, _ = _create(store, plan)
     with store.db.transaction() as cur:  # every attempt finished, as the runner's updates leave them
         cur.execute(
             "UPDATE attempts SET status='done', outcome='pass', value=1, cost_usd='0.001', active_at_end=idx * 0.01"
