@@ -28,7 +28,7 @@ from aqven.errors import AqvenError, NotFoundError
 from aqven.project.local import simulate_enabled
 from aqven.research.experiments.inputs import plan_manifest, series_manifest, without_cases
 from aqven.research.findings.records import is_intact, read_findings, read_findings_md
-from aqven.research.findings.verify import Verifier
+from aqven.research.findings.verify import verified_findings
 from aqven.research.holdout import HELD_OUT_RUN_SQL, run_held_out
 from aqven.research.series.view import is_sealed, snapshot
 from aqven.server import chat, studio_views
@@ -593,13 +593,11 @@ def studio_findings(svc: ProjectService = Depends(service_of)) -> dict[str, Any]
     """FINDINGS.md, and each finding file with its cells and whether its input hashes still match."""
     root = svc.root
     items = []
-    verifier = Verifier(root, svc.db)
-    for path, data in read_findings(root):
+    for path, data, result in verified_findings(root, svc.db):
         rel = str(path.relative_to(root))
         if not data:
             items.append({"file": rel, "readable": False, "intact": False, "verifies": False})
             continue
-        result = verifier.verify(path, data)
         items.append(
             {
                 "file": rel,

@@ -28,11 +28,10 @@ def check_findings(ws: Workspace) -> list[Diagnostic]:
     root = ws.project.root
     findings = read_findings(root)
     out: list[Diagnostic] = []
-    verifier = Verifier(root)
     ok: dict[Path, bool] = {}
     split_changed: list[str] = []
     current_split = split_hash(ws.project.split_package)
-    try:
+    with Verifier(root) as verifier:
         for path, data in findings:
             if not within(root, path):
                 out.append(Diagnostic.from_error(link_outside(root, path)))
@@ -67,8 +66,6 @@ def check_findings(ws: Workspace) -> list[Diagnostic]:
             found = (data or {}).get("split")
             if isinstance(found, str) and found != current_split:
                 split_changed.append(rel(root, path))
-    finally:
-        verifier.close()
     if split_changed:
         out.append(
             Diagnostic(

@@ -13,7 +13,7 @@ from aqven.research.findings.records import (
     seal_of,
     split_hash,
 )
-from aqven.research.findings.verify import Verifier, attempts_digest
+from aqven.research.findings.verify import Verifier, attempts_digest, verified_findings
 from aqven.research.findings.writing import regenerate, render_findings_md, write_finding
 
 __all__ = [
@@ -30,5 +30,6 @@ __all__ = [
     "render_findings_md",
     "seal_of",
     "split_hash",
+    "verified_findings",
     "write_finding",
 ]

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import yaml
 
 from aqven import ENGINE_VERSION
 from aqven.errors import NotFoundError
 from aqven.project.paths import DB_FILE, state_dir
-from aqven.research.findings.records import SEALED_FROM, finding_key, is_intact, seal_matches
+from aqven.research.findings.records import SEALED_FROM, finding_key, is_intact, read_findings, seal_matches
 from aqven.research.stats.series_verdict import compute_verdict
 from aqven.store.db import Database
 from aqven.store.series import SeriesStore
@@ -96,6 +98,12 @@ class Verifier:
             self._db.close()
             self._db = None
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
     def verify(self, path: Path, data: dict[str, Any] | None) -> Verification:
         if not isinstance(data, dict) or not is_intact(data):
             return Verification(False, "its integrity hash does not match its content (it was edited)")
@@ -155,3 +163,12 @@ class Verifier:
             if _plain(verdict.get(key, [])) != _plain(data.get(key, [])):
                 return Verification(False, f"its {key} differ from {source}")
         return Verification(True)
+
+
+def verified_findings(
+    root: Path, db: Database | None = None
+) -> Iterator[tuple[Path, dict[str, Any] | None, Verification]]:
+    """Every finding file of the project with what verifying it found (one database for all of them)."""
+    with Verifier(root, db) as verifier:
+        for path, data in read_findings(root):
+            yield path, data, verifier.verify(path, data)

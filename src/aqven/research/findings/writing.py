@@ -81,11 +81,8 @@ def render_findings_md(
     is the one being written now): a section per failure_mode, with the shelves On holdout cases, Inconclusive
     and Signals, then every held-out read of each experiment."""
     if verified is None:
-        verifier = Verifier(root)
-        try:
+        with Verifier(root) as verifier:
             ok = {p: p == trusted or verifier.verify(p, d).ok for p, d in findings if d}
-        finally:
-            verifier.close()
     else:
         ok = {p: p == trusted or verified(p, d) for p, d in findings if d}
     valid = [(p, d) for p, d in findings if d and ok.get(p)]

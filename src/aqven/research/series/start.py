@@ -339,15 +339,12 @@ def _judge_accuracy(ws: Workspace, judge: CheckSpec | None) -> dict[str, Any] | 
     if judge is None or judge.judge is None or judge.judge.scale != "pass_fail" or not judge.validated_by:
         return None
     best: tuple[str, dict[str, Any]] | None = None
-    verifier = Verifier(ws.project.root)
-    try:
+    with Verifier(ws.project.root) as verifier:
         verified = {
             p
             for p, d in read_findings(ws.project.root)
             if d and d.get("experiment_id") == judge.validated_by and verifier.verify(p, d).ok
         }
-    finally:
-        verifier.close()
     for path, data in read_findings(ws.project.root):
         if not (
             data
@@ -371,9 +368,8 @@ def _validating_finding(ws: Workspace, validated_by: str | None) -> str | None:
     one that verifies (research/findings/verify.py); its file, or None."""
     if not validated_by:
         return None
-    verifier = Verifier(ws.project.root)
     best: tuple[str, str] | None = None  # (ended_at, file) of the newest
-    try:
+    with Verifier(ws.project.root) as verifier:
         for path, data in read_findings(ws.project.root):
             if (
                 data
@@ -385,8 +381,6 @@ def _validating_finding(ws: Workspace, validated_by: str | None) -> str | None:
                 ended = str((data.get("scope") or {}).get("ended_at") or "")
                 if best is None or ended > best[0]:
                     best = (ended, str(path.relative_to(ws.project.root)))
-    finally:
-        verifier.close()
     return best[1] if best else None
 
 

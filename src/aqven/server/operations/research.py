@@ -7,8 +7,8 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from aqven.project.local import simulate_enabled
-from aqven.research.findings.records import is_intact, read_findings, read_findings_md
-from aqven.research.findings.verify import Verifier
+from aqven.research.findings.records import is_intact, read_findings_md
+from aqven.research.findings.verify import verified_findings
 from aqven.research.launch.history import dev_estimates
 from aqven.research.launch.plan import Side, launch_plan
 from aqven.research.series.reads import planned_cases, rereads
@@ -100,23 +100,18 @@ def findings(svc: ProjectService) -> FindingsOut:
     """Every finding file with its verdict, whether it is intact and verifies, and FINDINGS.md."""
     root = svc.root
     items = []
-    verifier = Verifier(root, svc.db)
-    try:
-        for path, data in read_findings(root):
-            result = verifier.verify(path, data)
-            verdict = (data or {}).get("verdict") or {}
-            items.append(
-                FindingItem(
-                    file=str(path.relative_to(root)),
-                    intact=bool(data and is_intact(data)),
-                    verifies=result.ok,
-                    problem=result.problem,
-                    experiment_id=(data or {}).get("experiment_id"),
-                    series_id=(data or {}).get("series_id"),
-                    verdict=verdict.get("verdict"),
-                    text=verdict.get("text"),
-                )
+    for path, data, result in verified_findings(root, svc.db):
+        verdict = (data or {}).get("verdict") or {}
+        items.append(
+            FindingItem(
+                file=str(path.relative_to(root)),
+                intact=bool(data and is_intact(data)),
+                verifies=result.ok,
+                problem=result.problem,
+                experiment_id=(data or {}).get("experiment_id"),
+                series_id=(data or {}).get("series_id"),
+                verdict=verdict.get("verdict"),
+                text=verdict.get("text"),
             )
-    finally:
-        verifier.close()
+        )
     return FindingsOut(findings=items, findings_md=read_findings_md(root) or "")
