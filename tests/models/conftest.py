@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from aqven.models.outcomes import KEY_ENV_VARS
-from aqven.models.providers import aclose_models
+from aqven.models.providers import aclose_models, base_url_override_var
+from aqven.project.providers import PROVIDERS
 from support.fake_provider import FakeProvider
 
 
@@ -17,8 +18,8 @@ from support.fake_provider import FakeProvider
 def clean_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for var in KEY_ENV_VARS:
         monkeypatch.delenv(var, raising=False)
-    for provider in ("OPENROUTER", "OPENAI", "ANTHROPIC", "MISTRAL", "GROQ", "OPENAI_COMPATIBLE"):
-        monkeypatch.delenv(f"AQVEN_{provider}_BASE_URL", raising=False)
+    for provider in PROVIDERS:
+        monkeypatch.delenv(base_url_override_var(provider), raising=False)
     monkeypatch.setenv("AQVEN_PRICES_FILE", str(tmp_path / "no-prices.json"))
 
 

@@ -8,6 +8,8 @@
 
 Each POST ``/v1/chat/completions`` takes the next scripted reply (or `fp.default` once the script is
 empty) and records the request. ``GET /v1/models`` answers `fp.models` (OpenRouter's model-list format).
+``POST /v1beta/models/<model>:generateContent`` answers the same script in Gemini's format (kinds ``ok``,
+``429`` and ``500``), for the providers on an SDK of their own.
 
 Reply kinds:
 
@@ -161,6 +163,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw.decode(errors="replace")
         self.fake._record(RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        if self.path.endswith(":generateContent"):
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self._gemini(self.fake._next(), body if isinstance(body, dict) else {})
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._json(404, {"error": {"message": f"unknown path {self.path}"}})
             return
@@ -256,6 +262,38 @@ class _Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": usage,
         }
+
+    def _gemini(self, reply: FakeReply, body: dict[str, Any]) -> None:
+        """Gemini's generateContent: a function call when the request declared tools, else the output as text."""
+        if reply.kind in ("429", "500"):
+            status = int(reply.kind)
+            error = {"code": status, "message": "Resource exhausted" if status == 429 else "Internal error"}
+            self._json(status, {"error": {**error, "status": "RESOURCE_EXHAUSTED" if status == 429 else "INTERNAL"}})
+            return
+        declarations = [d for tool in body.get("tools") or [] for d in tool.get("functionDeclarations") or []]
+        config = body.get("generationConfig") or {}
+        schema = (
+            (declarations[0].get("parametersJsonSchema") or declarations[0].get("parameters"))
+            if declarations
+            else config.get("responseJsonSchema") or config.get("responseSchema") or {"type": "string"}
+        )
+        output = reply.output if reply.output is not None else example_of(schema)
+        if declarations:
+            part: dict[str, Any] = {"functionCall": {"name": declarations[0]["name"], "args": output}}
+        else:
+            part = {"text": output if isinstance(output, str) else json.dumps(output)}
+        self._json(
+            200,
+            {
+                "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}],
+                "usageMetadata": {
+                    "promptTokenCount": reply.input_tokens,
+                    "candidatesTokenCount": reply.output_tokens,
+                    "totalTokenCount": reply.input_tokens + reply.output_tokens,
+                },
+                "modelVersion": reply.model or self.path.rsplit("/", 1)[-1].split(":")[0],
+            },
+        )
 
     def _json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
         self._raw(status, json.dumps(data).encode(), "application/json", headers)

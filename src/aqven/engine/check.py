@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +56,18 @@ def check_agents(project: Project) -> list[Diagnostic]:
             )
         out.extend(_check_server(project, agent_id, agent, file))
         provider = PROVIDERS.get(agent.provider)
+        if provider is not None and provider.sdk_module and not _importable(provider.sdk_module):
+            out.append(
+                _diag(
+                    "W_PROVIDER_SDK_MISSING",
+                    f"provider {agent.provider} needs its SDK ({provider.sdk_module}), which is not installed: "
+                    "its live calls fail (simulated runs work)",
+                    file,
+                    project.doc_line(file, ("model",)),
+                    f'pip install "pydantic-ai-slim[{provider.sdk_extra}]" into AQVEN\'s environment',
+                    warning=True,
+                )
+            )
         if provider is not None and provider.needs_base_url and not agent.base_url and not agent.server:
             out.append(
                 _diag(
@@ -66,6 +79,11 @@ def check_agents(project: Project) -> list[Diagnostic]:
                 )
             )
     return out
+
+
+def _importable(module: str) -> bool:
+    """True when `module`'s top package can be imported here (found without importing it)."""
+    return importlib.util.find_spec(module.split(".")[0]) is not None
 
 
 def _check_server(project: Project, agent_id: str, agent: AgentSpec, file: str) -> list[Diagnostic]:

@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any, Final, Literal, get_args
 
 from aqven.errors import AttemptError
+from aqven.project.providers import PROVIDERS
 
 # ---- codes ----------------------------------------------------------------------------------------
 
@@ -76,13 +77,7 @@ def outcome_class(code: str) -> OutcomeClass:
 # ---- secrets ------------------------------------------------------------------------------------
 
 #: Environment variables that hold provider keys. An agent's own `api_key_env` is added per call.
-KEY_ENV_VARS: Final[tuple[str, ...]] = (
-    "OPENROUTER_API_KEY",
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "MISTRAL_API_KEY",
-    "GROQ_API_KEY",
-)
+KEY_ENV_VARS: Final[tuple[str, ...]] = tuple(p.key_env for p in PROVIDERS.values() if p.key_env)
 
 # Key-shaped tokens (sk-..., gsk_..., Bearer ...), masked even when they are not in the environment.
 _KEY_PATTERN = re.compile(

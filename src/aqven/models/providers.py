@@ -23,7 +23,7 @@ from pydantic_ai.models import Model
 from aqven.models import wire
 from aqven.models.outcomes import PROVIDER_ERROR, PROVIDER_KEY_MISSING, ModelCallError
 from aqven.project.local_servers import LOCAL_SERVERS
-from aqven.project.providers import PROVIDERS
+from aqven.project.providers import PROVIDERS, Provider
 from aqven.project.schema import AgentSpec
 
 KEY_VARS: Final[dict[str, str]] = {p.name: p.key_env for p in PROVIDERS.values() if p.key_env}
@@ -158,7 +158,48 @@ def _new_model(endpoint: Endpoint, client: Any) -> Model:
         from pydantic_ai.providers.groq import GroqProvider
 
         return GroqModel(name, provider=GroqProvider(api_key=api_key, base_url=base_url, http_client=client))
+    if wire_ == "openai-sdk":
+        from openai import AsyncOpenAI
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers import infer_provider_class
+
+        # pydantic-ai's provider class brings the model profiles (max_tokens, JSON modes, tool choice) of its
+        # models; the OpenAI client is ours, on the shared HTTP client with the wire hooks.
+        openai_client = AsyncOpenAI(
+            api_key=api_key, base_url=base_url or spec.default_base_url, http_client=client, max_retries=0
+        )
+        return OpenAIChatModel(name, provider=infer_provider_class(provider)(openai_client=openai_client))  # type: ignore[call-arg]
+    if wire_ == "sdk":
+        return _sdk_model(endpoint, spec, client)
     assert_never(wire_)
+
+
+def _sdk_model(endpoint: Endpoint, spec: Provider, client: Any) -> Model:
+    """pydantic-ai's model for a provider on its own SDK, or PROVIDER_ERROR naming the extra to install."""
+    import importlib.util
+    import inspect
+
+    from pydantic_ai.models import infer_model
+    from pydantic_ai.providers import infer_provider_class
+
+    module = spec.sdk_module or spec.name
+    if importlib.util.find_spec(module.split(".")[0]) is None:
+        raise ModelCallError(
+            PROVIDER_ERROR,
+            f"provider {spec.name!r} needs its SDK ({module}), which is not installed",
+            hint=f'pip install "pydantic-ai-slim[{spec.sdk_extra}]" into AQVEN\'s environment',
+        )
+    cls = infer_provider_class(spec.name)
+    accepted = inspect.signature(cls.__init__).parameters
+    kwargs: dict[str, Any] = {}
+    if endpoint.key_env is not None and "api_key" in accepted:
+        kwargs["api_key"] = endpoint.api_key
+    if "http_client" in accepted:  # the shared client and its hooks, where the SDK speaks HTTP through one
+        kwargs["http_client"] = client
+    if endpoint.base_url and "base_url" in accepted:
+        kwargs["base_url"] = endpoint.base_url
+    provider = cls(**kwargs)
+    return infer_model(f"{spec.name}:{endpoint.model_name}", provider_factory=lambda _name: provider)
 
 
 async def aclose_models() -> None:
