@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 
 import pytest
 from pydantic import ValidationError
 
+from aqven.models.outcomes import ModelCallError
 from aqven.models.pricing import Tokens, genai_price, list_ids
 from aqven.models.providers import KEY_VARS, build_model
 from aqven.project.providers import PROVIDERS
@@ -30,7 +32,11 @@ def test_every_provider_builds_a_model_of_its_wire(monkeypatch: pytest.MonkeyPat
         agent = AgentSpec(id="a", model=f"{name}:openai/m", base_url="http://127.0.0.1:9/v1")
         return type(build_model(agent)).__name__
 
-    wires = {name: asyncio.run(build(name)) for name in PROVIDERS}
+    def installed(name: str) -> bool:
+        module = PROVIDERS[name].sdk_module
+        return module is None or importlib.util.find_spec(module.split(".")[0]) is not None
+
+    wires = {name: asyncio.run(build(name)) for name in PROVIDERS if installed(name)}
     assert wires == {
         "openrouter": "OpenRouterModel",
         "openai": "OpenAIChatModel",
@@ -38,7 +44,14 @@ def test_every_provider_builds_a_model_of_its_wire(monkeypatch: pytest.MonkeyPat
         "mistral": "MistralModel",
         "groq": "GroqModel",
         "openai-compatible": "OpenAIChatModel",
+        "google": "GoogleModel",
+        **{name: "OpenAIChatModel" for name, p in PROVIDERS.items() if p.wire == "openai-sdk"},
+        **({"huggingface": "HuggingFaceModel"} if installed("huggingface") else {}),  # with aqven[hf]
     }
+    for name in PROVIDERS:
+        if not installed(name):  # its SDK is an extra: the call fails with the extra to install
+            with pytest.raises(ModelCallError, match="is not installed"):
+                asyncio.run(build(name))
 
 
 def test_pricing_reads_the_table() -> None:

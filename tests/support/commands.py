@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-KEY_VARS = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY")
+from aqven.models.outcomes import KEY_ENV_VARS as KEY_VARS
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -44,6 +44,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from aqven.models.outcomes import KEY_ENV_VARS as KEY_VARS
 from aqven.project.split import side_of
 from support.fake_provider import FakeProvider, FakeReply, RecordedRequest
 
@@ -51,7 +52,6 @@ PACKAGE = "relia"
 EXPERIMENT = "answers_right"
 TIMEOUT_S = 2.0  # generous enough that a loaded machine does not turn a quick 429 or 500 into a timeout
 STALL_TIMEOUT_S = 0.5
-KEY_VARS = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY")
 
 # fault kind of the fake provider → (outcome, error code) the attempt must end with
 FAULTS: dict[str, tuple[str, str | None]] = {

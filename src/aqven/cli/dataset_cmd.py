@@ -49,8 +49,14 @@ def _yaml_text(cases: list[dict[str, object]]) -> str:
 
 @dataset_app.command("import")
 def import_cmd(
-    source: Annotated[Path, typer.Argument(help="a .csv or .jsonl file, one case a row")],
+    source: Annotated[Path | None, typer.Argument(help="a .csv or .jsonl file, one case a row")] = None,
+    *,
     dataset_id: Annotated[str, typer.Option("--id", help="the dataset id: writes datasets/<id>.jsonl")],
+    hf: Annotated[
+        str | None, typer.Option("--hf", help="a Hugging Face dataset (owner/name) instead of a file")
+    ] = None,
+    split: Annotated[str | None, typer.Option("--split", help="with --hf: the split (train, test, …)")] = None,
+    revision: Annotated[str | None, typer.Option("--revision", help="with --hf: a branch, tag or commit")] = None,
     map_: Annotated[
         list[str] | None,
         typer.Option("--map", help="COLUMN=TARGET, e.g. question=input.ticket, label=expected_output.label, id=name"),
@@ -59,7 +65,8 @@ def import_cmd(
     force: Annotated[bool, typer.Option("--force", help="replace a dataset of that id")] = False,
     root: RootOption = None,
 ) -> None:
-    """Import a CSV or JSONL file as a dataset, with field mapping; problems name the file and line."""
+    """Import a CSV or JSONL file, or a split of a Hugging Face dataset, as a dataset, with field mapping;
+    problems name the file and line."""
     # Imported here: the CLI starts without loading the project layer for commands that do not need it.
     from aqven.project.dataset_files import case_json, import_rows, parse_mapping, write_jsonl
     from aqven.project.loader import load_project
@@ -70,9 +77,13 @@ def import_cmd(
     if not is_identifier(dataset_id):
         hint = "ids use letters, digits, _ and -, and start with a letter or _"
         _fail(_problem("E_INVALID_ID", f"{dataset_id!r} is not a valid id", hint), code=2)
-    if fmt not in ("jsonl", "yaml") or source.suffix.lower() not in (".csv", ".jsonl"):
+    if (source is None) == (hf is None):
+        hint = "aqven dataset import FILE --id ID, or aqven dataset import --hf OWNER/NAME --id ID"
+        _fail(_problem("E_IMPORT_FORMAT", "give either a file or --hf, not both or neither", hint), code=2)
+    name = source.name if source is not None else str(hf)
+    if fmt not in ("jsonl", "yaml") or (source is not None and source.suffix.lower() not in (".csv", ".jsonl")):
         hint = "import a .csv or .jsonl file, --format jsonl or yaml"
-        _fail(_problem("E_IMPORT_FORMAT", f"cannot import {source.name} as {fmt}", hint), code=2)
+        _fail(_problem("E_IMPORT_FORMAT", f"cannot import {name} as {fmt}", hint), code=2)
     try:
         mapping = parse_mapping(map_ or [])
     except ProjectError as exc:
@@ -82,11 +93,19 @@ def import_cmd(
     if existing and not force:
         hint = "pass --force to replace it, or another --id"
         _fail(_problem("E_DUPLICATE_ID", f"dataset {dataset_id!r} exists", hint, rel(project_root, existing[0])))
-    got = import_rows(source, str(source), mapping)
+    if source is not None:
+        got = import_rows(source, str(source), mapping)
+    else:
+        try:
+            from aqven.cli.dataset_hf import import_hf
+
+            got = import_hf(str(hf), split, revision, mapping)
+        except ProjectError as exc:
+            _fail(_problem(exc.code, exc.message, exc.hint), code=1)
     if got.problems:
         _fail(*got.problems)
     if not got.cases:
-        _fail(_problem("E_IMPORT_ROW", "no rows to import", "the file has no rows under its header", str(source)))
+        _fail(_problem("E_IMPORT_ROW", "no rows to import", "the file has no rows under its header", name))
     folder.mkdir(parents=True, exist_ok=True)
     for old in existing:
         old.unlink()

@@ -194,7 +194,7 @@ def _sdk_model(endpoint: Endpoint, spec: Provider, client: Any) -> Model:
     kwargs: dict[str, Any] = {}
     if endpoint.key_env is not None and "api_key" in accepted:
         kwargs["api_key"] = endpoint.api_key
-    if "http_client" in accepted:  # the shared client and its hooks, where the SDK speaks HTTP through one
+    if spec.shared_client and "http_client" in accepted:  # the shared client and its hooks
         kwargs["http_client"] = client
     if endpoint.base_url and "base_url" in accepted:
         kwargs["base_url"] = endpoint.base_url

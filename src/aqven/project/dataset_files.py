@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,7 +110,7 @@ def parse_mapping(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _rows(path: Path, file: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_rows(path: Path, file: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line, row) of a CSV file (values as text) or a JSONL file (values as they are)."""
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -154,6 +154,11 @@ def _place(case: dict[str, Any], target: str, value: Any) -> None:
     node[leaf] = value
 
 
+def named_by(columns: Iterable[str], mapping: dict[str, str]) -> bool:
+    """True when one of `columns` gives the case's name under `mapping`."""
+    return any(_target(c, mapping) == "name" for c in columns)
+
+
 def _target(column: str, mapping: dict[str, str]) -> str:
     if column in mapping:
         return mapping[column]
@@ -162,14 +167,21 @@ def _target(column: str, mapping: dict[str, str]) -> str:
     return f"input.{column}"
 
 
-def import_rows(path: Path, file: str, mapping: dict[str, str] | None = None) -> Imported:
-    """The cases of a CSV or JSONL file under the column mapping; one problem per row that makes no case."""
+def import_rows(
+    path: Path,
+    file: str,
+    mapping: dict[str, str] | None = None,
+    *,
+    rows: Iterable[tuple[int, dict[str, Any]]] | None = None,
+) -> Imported:
+    """The cases of a CSV or JSONL file (or of `rows`, (line, row) pairs read elsewhere, when given) under the
+    column mapping; one problem per row that makes no case."""
     mapping = mapping or {}
     out = Imported()
     seen: dict[str, int] = {}
     csv_file = path.suffix.lower() == ".csv"
     try:
-        for line, row in _rows(path, file):
+        for line, row in read_rows(path, file) if rows is None else rows:
             if len(out.cases) >= MAX_CASES:
                 out.problems.append(
                     Diagnostic(

@@ -41,6 +41,8 @@ class Provider:
     sdk_extra: str | None = None
     """Wire ``sdk``: the pydantic-ai-slim extra that installs the provider's SDK; ``sdk_module`` is its import."""
     sdk_module: str | None = None
+    shared_client: bool = True
+    """False where the SDK speaks HTTP its own way (gRPC, boto3, its own client): no shared client or hooks."""
 
 
 def _openai_sdk(
@@ -57,8 +59,11 @@ def _sdk(
     *,
     list_prefix: str | None = None,
     genai_id: str | None = None,
+    shared_client: bool = True,
 ) -> Provider:
-    return Provider(name, "sdk", key_env, list_prefix, genai_id, sdk_extra=extra, sdk_module=module)
+    return Provider(
+        name, "sdk", key_env, list_prefix, genai_id, sdk_extra=extra, sdk_module=module, shared_client=shared_client
+    )
 
 
 PROVIDERS: Final[dict[str, Provider]] = {
@@ -98,9 +103,11 @@ PROVIDERS: Final[dict[str, Provider]] = {
         # pydantic-ai's providers on an SDK of their own.
         _sdk("google", "GOOGLE_API_KEY", "google", "google.genai", list_prefix="google", genai_id="google"),
         _sdk("cohere", "CO_API_KEY", "cohere", "cohere", list_prefix="cohere", genai_id="cohere"),
-        _sdk("xai", "XAI_API_KEY", "xai", "xai_sdk", list_prefix="x-ai", genai_id="x-ai"),
-        _sdk("huggingface", "HF_TOKEN", "huggingface", "huggingface_hub"),
-        _sdk("bedrock", None, "bedrock", "boto3", genai_id="aws"),  # AWS credentials as boto3 finds them
+        _sdk("xai", "XAI_API_KEY", "xai", "xai_sdk", list_prefix="x-ai", genai_id="x-ai", shared_client=False),
+        _sdk("huggingface", "HF_TOKEN", "huggingface", "huggingface_hub", shared_client=False),
+        _sdk(
+            "bedrock", None, "bedrock", "boto3", genai_id="aws", shared_client=False
+        ),  # AWS credentials as boto3 finds them
     )
 }
 

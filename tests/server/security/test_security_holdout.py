@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from aqven.models.outcomes import KEY_ENV_VARS as KEY_VARS
 from aqven.project.split import side_of
 from support.commands import api_client
-from support.fault_soak import EXPERIMENT, KEY_VARS, PACKAGE, write_project
+from support.fault_soak import EXPERIMENT, PACKAGE, write_project
 
 ENDED = ("done", "failed", "cancelled")
 
