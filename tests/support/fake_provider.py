@@ -34,7 +34,7 @@ import json
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -58,6 +58,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-cased names
     body: Any
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 def example_of(schema: Any) -> Any:
