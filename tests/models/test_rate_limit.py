@@ -25,8 +25,10 @@ async def test_rpm_makes_calls_wait_for_the_window() -> None:
     t0 = time.monotonic()
 
     async def one() -> None:
-        await rate_limit.acquire("openrouter", rpm=2, tpm=None)
+        slot = await rate_limit.acquire("openrouter", rpm=2, tpm=None)
         starts.append(time.monotonic() - t0)
+        await asyncio.sleep(0.05)  # the call
+        rate_limit.record(slot, 0)
 
     await asyncio.gather(*(one() for _ in range(6)))
     starts.sort()
@@ -34,6 +36,26 @@ async def test_rpm_makes_calls_wait_for_the_window() -> None:
     assert starts[1] < 0.25 and starts[2] >= 0.5 and starts[4] >= 1.0
     for i in range(len(starts) - 2):
         assert starts[i + 2] - starts[i] >= 0.5 - 0.02  # never three in one window
+
+
+async def test_a_call_counts_until_a_window_after_it_ended() -> None:
+    # A provider counts a request when it arrives, between its start and its end: a call that took 0.3 s
+    # still holds its place until a window after its end, never only a window after its start.
+    slot = await rate_limit.acquire("openai", rpm=1, tpm=None)
+    await asyncio.sleep(0.3)
+    rate_limit.record(slot, 0)
+    ended = time.monotonic()
+    await rate_limit.acquire("openai", rpm=1, tpm=None)
+    assert time.monotonic() - ended >= 0.5 - 0.02
+
+
+async def test_a_running_call_counts_however_long_it_runs() -> None:
+    slot = await rate_limit.acquire("mistral", rpm=1, tpm=None)
+    second = asyncio.create_task(rate_limit.acquire("mistral", rpm=1, tpm=None))
+    await asyncio.sleep(0.8)  # longer than the window: the first call still runs
+    assert not second.done()
+    rate_limit.record(slot, 0)
+    await asyncio.wait_for(second, 1.0)
 
 
 async def test_tpm_counts_the_tokens_calls_used() -> None:

@@ -236,6 +236,16 @@ cases:
 """
 
 
+def live_agent(base_url: str) -> str:
+    """agents/w.yaml of the tiny project for live calls to an OpenAI-compatible (fake) server at `base_url`:
+    one try, no output retry, priced by its own file at $1 per million tokens."""
+    return (
+        f"model: openai-compatible:gemma\nbase_url: {base_url}\n"
+        "settings: {temperature: 0, max_tokens: 100, timeout_s: 10}\n"
+        'output_mode: tool\noutput_retries: 0\nprice: {input: "1", output: "1"}\n'
+    )
+
+
 def case_names(dev: int, holdout: int, *, prefix: str = "c", special: dict[str, str] | None = None) -> list[str]:
     """`dev` working and `holdout` held-out case names of the tiny package, in a stable order.
 

@@ -334,7 +334,11 @@ class Engine:
                     slot = await rate_limit.acquire(node.agent.provider, rpm=limits.rpm, tpm=limits.tpm)
             try:
                 result = await self._call(call, on_event)
-            except ModelCallError as exc:
+            except BaseException as failure:
+                if not isinstance(failure, ModelCallError):
+                    rate_limit.record(slot, 0)  # cancelled, or a bug: the call ended all the same
+                    raise
+                exc = failure
                 rate_limit.record(slot, exc.input_tokens + exc.output_tokens)
                 if exc.requests or exc.input_tokens or exc.cost_usd is not None:
                     # A failed call that reached the model is paid for: count what it used.

@@ -1,36 +1,42 @@
 """Per-provider request and token limits (`providers: {openrouter: {rpm: 60, tpm: 200000}}` in aqven.yaml).
 
 A sliding window of `WINDOW_S` seconds per provider: a call waits while the provider had `rpm` calls, or `tpm`
-tokens, in the window. Tokens are known only once a call has answered, so a call over the token limit is seen
-by the next ones, which wait. One window per provider in the server process, shared by every series; simulated
+tokens, in the window. A call counts from its start until `WINDOW_S` after it ended: the provider counts it when
+it arrives, which is after it started and before it ended, so counting it to its end plus a window never lets
+one more through in any of the provider's windows (counting from the start did, by the time a new connection
+takes). Tokens are known only once a call has answered, so a call over the token limit is seen by the next ones,
+which wait. One window per provider in the server process, shared by every series; simulated
 calls reach no provider and are not limited.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections import deque
 from dataclasses import dataclass, field
 
 WINDOW_S = 60.0
 
 
+IN_FLIGHT_POLL_S = 0.05  # while every call in the window is still running, how often to look again
+
+
 @dataclass
 class _Window:
-    calls: deque[list[float]] = field(default_factory=deque)  # [started at, tokens] per call in the window
+    calls: list[list[float]] = field(default_factory=list)  # [ended at (inf while running), tokens] per call
 
 
 _windows: dict[str, _Window] = {}
 
 
 def _prune(w: _Window, now: float) -> None:
-    while w.calls and w.calls[0][0] <= now - WINDOW_S:
-        w.calls.popleft()
+    w.calls = [c for c in w.calls if c[0] > now - WINDOW_S]
 
 
 async def acquire(provider: str, *, rpm: int | None, tpm: int | None) -> list[float] | None:
-    """Wait until a call to `provider` fits its limits; returns the call's slot (give it to `record`)."""
+    """Wait until a call to `provider` fits its limits; returns the call's slot (give it to `record` when the
+    call ended, however it ended)."""
     if rpm is None and tpm is None:
         return None
     w = _windows.setdefault(provider, _Window())
@@ -40,16 +46,17 @@ async def acquire(provider: str, *, rpm: int | None, tpm: int | None) -> list[fl
         over_rpm = rpm is not None and len(w.calls) >= rpm
         over_tpm = tpm is not None and sum(c[1] for c in w.calls) >= tpm
         if not (over_rpm or over_tpm):
-            slot = [now, 0.0]
+            slot = [math.inf, 0.0]
             w.calls.append(slot)
             return slot
-        # The oldest call leaves the window first: nothing fits before then.
-        await asyncio.sleep(max(w.calls[0][0] + WINDOW_S - now, 0.01))
+        # The call that ended first leaves the window first; a running one may end any moment.
+        await asyncio.sleep(max(min(min(c[0] for c in w.calls) + WINDOW_S - now, IN_FLIGHT_POLL_S), 0.01))
 
 
 def record(slot: list[float] | None, tokens: int) -> None:
-    """The tokens a call used, counted against its provider's `tpm` for the rest of the window."""
+    """A call ended, having used `tokens`: it counts against its provider's limits for one more window."""
     if slot is not None:
+        slot[0] = time.monotonic()
         slot[1] = float(tokens)
 
 

@@ -15,6 +15,7 @@ from support.series_kit import (
     case_names,
     client_for,
     get,
+    live_agent,
     rows,
     settle,
     start,
@@ -33,14 +34,6 @@ engine:
   retry_backoff_s: 0.2
   outage_hold_s: {hold}
 """
-AGENT = """\
-model: openai-compatible:gemma
-base_url: http://127.0.0.1:{port}/v1
-settings: {{temperature: 0, max_tokens: 100, timeout_s: 10}}
-output_mode: tool
-output_retries: 0
-price: {{input: "1", output: "1"}}
-"""
 
 
 @pytest.fixture
@@ -57,7 +50,7 @@ def free_port() -> int:
 def project(tmp_path: Path, port: int, hold: float) -> Path:
     overrides: dict[str, str | None] = {
         "aqven.yaml": AQVEN_YAML.replace("{hold}", str(hold)),
-        "agents/w.yaml": AGENT.format(port=port),
+        "agents/w.yaml": live_agent(f"http://127.0.0.1:{port}/v1"),
     }
     return write_tiny(tmp_path / "p", case_names(4, 2), overrides=overrides)
 

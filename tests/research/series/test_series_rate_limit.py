@@ -10,7 +10,7 @@ import pytest
 
 from aqven.models import rate_limit
 from support.fake_provider import FakeProvider, FakeReply
-from support.series_kit import case_names, client_for, settle, start, tiny_environment, write_tiny
+from support.series_kit import case_names, client_for, live_agent, settle, start, tiny_environment, write_tiny
 
 WINDOW_S = 1.0
 AQVEN_YAML = """\
@@ -21,14 +21,6 @@ concurrency: 6
 engine:
   provider_retries: 0
 {limits}"""
-AGENT = """\
-model: openai-compatible:gemma
-base_url: {base_url}
-settings: {{temperature: 0, max_tokens: 100, timeout_s: 10}}
-output_mode: tool
-output_retries: 0
-price: {{input: "1", output: "1"}}
-"""
 
 
 @pytest.fixture
@@ -49,7 +41,7 @@ def run_series(tmp_path: Path, name: str, limits: str) -> tuple[dict[str, object
         fake.default = FakeReply(output={"reply": "good"})
         overrides: dict[str, str | None] = {
             "aqven.yaml": AQVEN_YAML.format(limits=limits),
-            "agents/w.yaml": AGENT.format(base_url=fake.base_url),
+            "agents/w.yaml": live_agent(fake.base_url),
         }
         root = write_tiny(tmp_path / name, case_names(6, 2), overrides=overrides)
         with client_for(root) as client:
