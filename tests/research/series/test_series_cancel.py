@@ -25,7 +25,8 @@ def test_cancel_lets_running_attempts_finish_and_starts_nothing_more(
     hold: Path,
     tmp_path: Path,
 ) -> None:
-    root = write_tiny(tmp_path / "tiny", case_names(2, 12), concurrency=3)
+    # A $0.50 cap keeps the ramp on (three attempts at 20 x $0.01 would pass its 90% point).
+    root = write_tiny(tmp_path / "tiny", case_names(2, 12), concurrency=3, cap="0.50")
     with client_for(root) as client:
         # On held-out cases, so that a finished series would write a finding.
         sid = start(client, experiment_id="rate", on="holdout", simulate=True)["series"]["series_id"]

@@ -30,7 +30,9 @@ def test_first_attempt_runs_alone_then_side_by_side(
     tmp_path: Path,
 ) -> None:
     names = case_names(10, 2)
-    root = write_tiny(tmp_path / "tiny", names, concurrency=4)
+    # A $0.50 cap keeps the ramp on (four attempts at 20 x $0.01 would pass its 90% point); far from the cap
+    # there is none (test_series_cap_holds.py).
+    root = write_tiny(tmp_path / "tiny", names, concurrency=4, cap="0.50")
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
         wait_until(lambda: any(a["status"] == "running" for a in attempts(root, sid)))

@@ -85,6 +85,30 @@ def test_uneven_costs_overshoot_the_cap_by_at_most_one_attempt(
     assert all(a["started_at"] >= first_end for a in done[1:]) and len(second_round) <= 2
 
 
+def test_a_cap_far_away_runs_at_full_width_after_the_first_attempt(
+    tiny_env: Path, hold: Path, file_order: None, tmp_path: Path
+) -> None:
+    """The ramp costs a latency-bound series one round trip per doubling (issue 16). With a $5.00 cap and $0.01
+    attempts, even eight attempts side by side at 20 times the dearest seen stay under 90% of the cap, so all eight
+    start once the first has a price; under a $0.20 cap (the test above) they ramp."""
+    names = case_names(12, 0)
+    root = write_tiny(tmp_path / "tiny", names, cap="5.00", concurrency=8)
+    with client_for(root) as client:
+        sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
+
+        def running() -> list[str]:
+            return [a["case_name"] for a in attempts(root, sid) if a["status"] == "running"]
+
+        first = wait_until(running)
+        time.sleep(0.3)
+        assert len(running()) == 1  # the first attempt runs alone: nothing has a price yet
+        (hold / first[0]).touch()
+        wait_until(lambda: len(running()) == 8)
+        (hold / "open").touch()
+        snap = settle(client, sid)
+    assert snap["status"] == "done" and snap["progress"]["counted"] == 12
+
+
 def test_a_variant_without_a_simulator_is_not_runnable_before_any_call(tiny_env: Path, tmp_path: Path) -> None:
     """The attack: variant m's agent has no simulator; before, the other variant spent money and the series
     ended invalid. The spec: NOT_RUNNABLE, one problem per case and variant, before a single model call."""

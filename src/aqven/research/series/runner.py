@@ -79,6 +79,24 @@ def _near(s: SeriesRow, tally: _Tally, held: int, cap: Decimal) -> str | None:
     return None
 
 
+RAMP_SKIP = 20
+"""The ramp is skipped while the caps could absorb every attempt side by side costing this many times the dearest
+one seen: then even a first batch far dearer than the first attempt cannot pass the 90% point."""
+
+
+def _room_for_all(s: SeriesRow, tally: _Tally, width: int, cap: Decimal) -> bool:
+    """True when `width` attempts side by side, each RAMP_SKIP times the dearest attempt seen (in money and in
+    tokens), stay under the 90% point of the spend cap and of the token cap: no ramp is needed."""
+    if tally.reserve is None:
+        return False
+    if tally.spent + tally.reserve * RAMP_SKIP * width >= PAUSE_AT * cap:
+        return False
+    tokens = tally.token_reserve
+    return s.token_cap is None or (
+        tokens is not None and tally.tokens + tokens * RAMP_SKIP * width < PAUSE_AT * s.token_cap
+    )
+
+
 def attempt_span(s: SeriesRow, a: AttemptRow) -> Any:
     """The OpenTelemetry span of one attempt (a no-op without an endpoint, `aqven.models.telemetry`).
 
@@ -281,10 +299,13 @@ class SeriesRunner:
         An attempt waiting for a person (a human node) still holds its reserve: it has spent, and will spend
         more once answered. After the first attempt, attempts side by side ramp up with what the series learned
         of their cost: one more than the attempts that finished with a cost (1, 2, 4, 8, ... up to the
-        concurrency limit), so a series with uneven costs learns a higher reserve before a wide batch starts.
+        concurrency limit), so a series with uneven costs learns a higher reserve before a wide batch starts —
+        unless the caps are so far away that a whole batch RAMP_SKIP times dearer than any attempt seen would
+        still stay under their 90% point (a latency-bound series then runs at full width after its first attempt).
         """
         cap = dec(s.cap_usd)
-        limit = min(self._ws().project.config.concurrency, tally.learned + 1)
+        width = self._ws().project.config.concurrency
+        limit = width if _room_for_all(s, tally, width, cap) else min(width, tally.learned + 1)
         while queue and len(running) < limit:
             held = len(running) + waiting  # attempts that are spending: running, or waiting for a person
             if tally.reserve is None:
