@@ -84,8 +84,12 @@ def check(
     from aqven.cli.gate import github_annotation
     from aqven.research.diagnostics.workspace import check_workspace
 
+    from aqven.models.served import served_model_diagnostics
+    from aqven.project.diagnostics import sort_key
+
     where = project_root(root)
-    _ws, diagnostics = check_workspace(where)
+    ws, diagnostics = check_workspace(where)
+    diagnostics = sorted([*diagnostics, *served_model_diagnostics(ws.project)], key=sort_key)
     if github:
         for d in diagnostics:
             print(github_annotation(d, where))
