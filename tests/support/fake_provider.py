@@ -25,6 +25,16 @@ Reply kinds:
 ``slow``           sleeps ``delay_s`` before sending anything (→ client timeout)
 ``stall``          sends the headers and half the body, then sleeps ``delay_s`` (→ stalled body)
 ``bad_body``       200 whose body is not JSON
+
+``fp.shapes`` makes the server read requests as a kind of local server does (every reply kind above still
+applies once a request passes):
+
+``openai``           (default) every shape
+``llama-cpp-python`` like `llama-cpp-python[server]` (issue 15): ``response_format`` ``json_schema`` is an HTTP
+                     500; a tool call only for a *named* ``tool_choice`` (otherwise a text answer); the schema
+                     only through ``{"type": "json_object", "schema": ...}``
+``no-tools``         like `llama-server` without ``--jinja``: any request with ``tools`` is an HTTP 500
+``no-json-schema``   a server without JSON-schema output: ``response_format`` is ignored (a text answer)
 """
 
 from __future__ import annotations
@@ -90,6 +100,7 @@ class FakeProvider:
         self.requests: list[RecordedRequest] = []
         self.default = FakeReply()
         self.models: dict[str, Any] = {"data": []}
+        self.shapes = "openai"  # which request shapes it honours (see the module docstring)
         self._queue: deque[FakeReply] = deque()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -172,8 +183,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": f"unknown path {self.path}"}})
             return
         reply = self.fake._next()
+        request = body if isinstance(body, dict) else {}
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (timeouts)
-            self._answer(reply, body if isinstance(body, dict) else {})
+            refusal = _refused_shape(self.fake.shapes, request)
+            if refusal is not None:
+                self._json(500, {"error": {"message": refusal, "type": "server_error"}})
+                return
+            if self.fake.shapes == "no-json-schema" and request.get("response_format"):
+                reply = FakeReply(output="The answer is blue.")  # it ignores the format: free text
+            self._answer(reply, _as_read(self.fake.shapes, request))
 
     def _answer(self, reply: FakeReply, body: dict[str, Any]) -> None:
         kind = reply.kind
@@ -310,6 +328,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+def _refused_shape(shapes: str, body: dict[str, Any]) -> str | None:
+    """The error message of a server of kind `shapes` that refuses this request, or None."""
+    fmt = body.get("response_format") or {}
+    if shapes == "llama-cpp-python" and fmt.get("type") == "json_schema":
+        return "Internal Server Error: response_format type json_schema is not supported"
+    if shapes == "no-tools" and body.get("tools"):
+        return "tools param requires --jinja flag"
+    return None
+
+
+def _as_read(shapes: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The request as a server of kind `shapes` reads it: what it ignores is dropped."""
+    out = dict(body)
+    if shapes == "llama-cpp-python" and not isinstance(body.get("tool_choice"), dict):
+        out.pop("tools", None)  # no forced call: it answers in text
+    if shapes == "no-json-schema":
+        out.pop("response_format", None)
+    return out
+
+
 def _requested_schema(body: dict[str, Any]) -> Any:
     tools = body.get("tools") or []
     if tools:
@@ -317,6 +355,8 @@ def _requested_schema(body: dict[str, Any]) -> Any:
     fmt = body.get("response_format") or {}
     if fmt.get("type") == "json_schema":
         return (fmt.get("json_schema") or {}).get("schema")
+    if fmt.get("type") == "json_object" and "schema" in fmt:  # llama.cpp's form
+        return fmt["schema"]
     return {"type": "string"}
 
 

@@ -82,10 +82,9 @@ def check(
 ) -> None:
     """Validate the project's files; exit 1 on errors."""
     from aqven.cli.gate import github_annotation
-    from aqven.research.diagnostics.workspace import check_workspace
-
     from aqven.models.served import served_model_diagnostics
     from aqven.project.diagnostics import sort_key
+    from aqven.research.diagnostics.workspace import check_workspace
 
     where = project_root(root)
     ws, diagnostics = check_workspace(where)

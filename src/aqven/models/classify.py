@@ -87,7 +87,7 @@ def classify(
     if isinstance(exc, pa.ContentFilterError):
         return Failure(oc.MODEL_REFUSAL, f"{who} refused to answer: {_short(exc.message)}")
     if isinstance(exc, pa.UnexpectedModelBehavior):
-        return _unexpected(exc, who, messages)
+        return _unexpected(exc, agent, messages)
     if isinstance(exc, pa.ModelRequestTimeout):
         return Failure(
             oc.MODEL_TIMEOUT,
@@ -165,7 +165,12 @@ def _api_error(exc: pa.ModelAPIError, agent: AgentSpec) -> Failure:
         )
     if isinstance(exc, pa.ModelServerError | pa.ModelUnavailableError):
         return Failure(
-            oc.PROVIDER_ERROR, f"{who}: provider error ({where}): {detail}", True, None, status, _mode_hint(agent)
+            oc.PROVIDER_ERROR,
+            f"{who}: provider error ({where}): {detail}",
+            True,
+            None,
+            status,
+            _mode_hint(agent, detail),
         )
     retryable = status is None or status >= 500 or status in (408, 409, 425)
     if isinstance(exc, pa.ModelQuotaExceededError | pa.ModelRequestRejectedError):
@@ -180,15 +185,31 @@ def _base_url(agent: AgentSpec) -> str | None:
     return override or agent.base_url or (server.base_url if server else None)
 
 
-def _mode_hint(agent: AgentSpec) -> str:
-    """For a local server on which the agent's output mode is known to fail: which mode to use instead."""
-    server = LOCAL_SERVERS.get(agent.server or "")
-    if server is None or agent.output_mode not in server.broken_modes:
+def _mode_hint(agent: AgentSpec, detail: str = "") -> str:
+    """For an OpenAI-compatible server that fails the agent's structured output mode: what to change.
+
+    Local servers differ in what they support (`aqven.project.local_servers`): llama.cpp's need their own request
+    shapes (`server: llama-cpp`) and `llama-server` needs ``--jinja`` for tools; `prompted` works everywhere."""
+    mode = agent.output_mode
+    if agent.provider != "openai-compatible" or mode == "prompted":
         return ""
-    return f"output_mode {agent.output_mode} is known to fail on {server.name}; use output_mode: prompted"
+    server = LOCAL_SERVERS.get(agent.server or "")
+    if "--jinja" in detail:
+        return (
+            "start llama-server with --jinja (tool calls need the model's chat template), or use output_mode: prompted"
+        )
+    if server is not None and mode in server.broken_modes:
+        return f"output_mode {mode} is known to fail on {server.name}; use output_mode: prompted"
+    if server is None:
+        return (
+            f"the server may not support output_mode {mode}: for llama.cpp set server: llama-cpp (llama-server) or "
+            "server: llama-cpp-python (their own request shapes), or use output_mode: prompted"
+        )
+    return f"{server.name} may not support output_mode {mode} with this model; use output_mode: prompted"
 
 
-def _unexpected(exc: pa.UnexpectedModelBehavior, who: str, messages: Sequence[ModelMessage]) -> Failure:
+def _unexpected(exc: pa.UnexpectedModelBehavior, agent: AgentSpec, messages: Sequence[ModelMessage]) -> Failure:
+    who = agent.model
     if isinstance(exc, pa.IncompleteToolCall):
         return Failure(oc.MODEL_INVALID_JSON, f"{who} was cut off mid-output by max_tokens: {_short(exc.message)}")
     if isinstance(exc, pa.OutputTokenLimitExceeded):
@@ -200,7 +221,12 @@ def _unexpected(exc: pa.UnexpectedModelBehavior, who: str, messages: Sequence[Mo
             code = oc.MODEL_INVALID_JSON
         elif kind == "schema_mismatch":
             code = oc.MODEL_SCHEMA_MISMATCH
-        return Failure(code, f"{who} failed its output type after its retries ({kind}): {detail}")
+        # A server that ignores the mode's request (no forced tool call, no JSON-schema output) shows up here.
+        ignored = (agent.output_mode == "tool" and kind == "no_output") or (
+            agent.output_mode == "native" and kind in ("invalid_json", "schema_mismatch")
+        )
+        hint = _mode_hint(agent) if ignored else ""
+        return Failure(code, f"{who} failed its output type after its retries ({kind}): {detail}", hint=hint)
     return Failure(oc.PROVIDER_ERROR, f"{who}: unusable response: {_short(exc.message)}", retryable=True)
 
 

@@ -39,10 +39,12 @@ class Endpoint:
     base_url: str | None
     key_env: str | None
     api_key: str
+    server: str | None = None
+    """The agent's named local server (its request shapes: `aqven.models.local_chat`)."""
 
-    def cache_key(self) -> tuple[str, str, str | None, str]:
+    def cache_key(self) -> tuple[str, str, str | None, str, str | None]:
         digest = hashlib.sha256(self.api_key.encode()).hexdigest()[:16]
-        return (self.provider, self.model_name, self.base_url, digest)
+        return (self.provider, self.model_name, self.base_url, digest, self.server)
 
 
 def key_env_of(agent: AgentSpec) -> str | None:
@@ -72,7 +74,7 @@ def resolve_endpoint(agent: AgentSpec) -> Endpoint:
             hint="set base_url in the agent file, for example http://localhost:11434/v1 for Ollama",
         )
     if key_env is None:
-        return Endpoint(provider, agent.model_name, base_url, None, PLACEHOLDER_KEY)
+        return Endpoint(provider, agent.model_name, base_url, None, PLACEHOLDER_KEY, agent.server)
     api_key = os.environ.get(key_env, "").strip()
     if not api_key:
         raise ModelCallError(
@@ -80,7 +82,7 @@ def resolve_endpoint(agent: AgentSpec) -> Endpoint:
             f"{key_env} is not set",
             hint=f"export {key_env}=... in the environment of the AQVEN server, or run with --simulate",
         )
-    return Endpoint(provider, agent.model_name, base_url, key_env, api_key)
+    return Endpoint(provider, agent.model_name, base_url, key_env, api_key, agent.server)
 
 
 _models: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], Model]] = (
@@ -141,6 +143,13 @@ def _new_model(endpoint: Endpoint, client: Any) -> Model:
 
             # Local servers read `max_tokens`; llama.cpp ignores `max_completion_tokens`, pydantic-ai's default.
             profile = OpenAIModelProfile(openai_chat_supports_max_completion_tokens=False)
+            server = LOCAL_SERVERS.get(endpoint.server or "")
+            if server is not None:
+                from aqven.models.local_chat import LocalChatModel
+
+                # The server's own shapes for native output and tool forcing (llama.cpp's differ from OpenAI's).
+                oai = OpenAIProvider(openai_client=openai_client)
+                return LocalChatModel(name, provider=oai, profile=profile, server=server)
             return OpenAIChatModel(name, provider=OpenAIProvider(openai_client=openai_client), profile=profile)
         return OpenAIChatModel(name, provider=OpenAIProvider(openai_client=openai_client))
     if wire_ == "anthropic":

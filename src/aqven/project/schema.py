@@ -128,7 +128,7 @@ class AgentSpec(Strict):
     simulator: str | None = None
     price: AgentPrice | None = None
     # A named local server (openai-compatible): its usual base_url and the output modes known to fail on it.
-    server: Literal["ollama", "vllm", "llama-cpp", "lm-studio"] | None = None
+    server: Literal["ollama", "vllm", "llama-cpp", "llama-cpp-python", "lm-studio"] | None = None
     # The most tokens (input + output, every call of every attempt) a series may use while this agent is one of
     # its agents: a bound for a model nothing prices, which pauses the series like the spend cap.
     token_cap: Annotated[int, Field(ge=1, le=10_000_000_000)] | None = None
