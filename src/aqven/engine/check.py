@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -236,6 +236,30 @@ def _raise(exc: Exception) -> list[Diagnostic]:
     raise exc
 
 
+Step = Callable[[Project], list[Diagnostic]]
+
+
+def check_loaded(project: Project, steps: Sequence[Step]) -> list[Diagnostic]:
+    """What `steps` find in an already loaded project, in step order, unsorted (nothing without aqven.yaml)."""
+    if any(d.code == "E_PROJECT_MISSING" for d in project.diagnostics):
+        return []
+    out: list[Diagnostic] = []
+    for step in steps:
+        out += _guarded(step, project)
+    return out
+
+
+def disk_steps() -> tuple[Step, ...]:
+    """The steps that also read files a loaded project does not hold (.aqven/local.yaml, the simulators' code);
+    check_project runs them first. Looked up when called: a test replaces one."""
+    return (check_local, check_agents)
+
+
+def loaded_steps() -> tuple[Step, ...]:
+    """The steps that read only what a loaded project holds."""
+    return (check_datasets, check_flows)
+
+
 def check_project(root: Path) -> tuple[Project, list[Diagnostic]]:
     """Load and check a project; returns the project and every diagnostic, sorted, errors first."""
     try:
@@ -245,9 +269,6 @@ def check_project(root: Path) -> tuple[Project, list[Diagnostic]]:
         project = Project(root=root, config=ProjectConfig(package="project"))
         project.diagnostics += _guarded(lambda _p: _raise(crash), project)
         return project, project.diagnostics
-    diagnostics = list(project.diagnostics)
-    if not any(d.code == "E_PROJECT_MISSING" for d in diagnostics):
-        for step in (check_local, check_agents, check_datasets, check_flows):
-            diagnostics += _guarded(step, project)
+    diagnostics = list(project.diagnostics) + check_loaded(project, (*disk_steps(), *loaded_steps()))
     diagnostics.sort(key=sort_key)
     return project, diagnostics

@@ -66,6 +66,7 @@ class Engine:
         self._call: CallModel = call or call_model
         self._patch_for = patch_for or (lambda _req: None)
         self._compiled: dict[tuple[str, str | None, str | None], CompiledFlow] = {}
+        self._spans: dict[tuple[str, str | None, str | None, str | None, str | None], tuple[int, int, set[str]]] = {}
 
     # ---- preparing ----
 
@@ -81,23 +82,13 @@ class Engine:
     def prepare(self, request: RunRequest) -> CompiledFlow:
         """Compile and check that the run can start; raises before anything runs."""
         flow = self.compile_for(request)
+        key = (request.flow_id, request.experiment_id, request.variant_id, request.from_node, request.to_node)
+        span = self._spans.get(key)
+        if span is None:
+            span = self._spans[key] = self._span(flow, request)
+        start, end, needed = span
         top = flow.top_ids()
-        for name, node_id in (("from", request.from_node), ("to", request.to_node)):
-            if node_id is not None and node_id not in top:
-                raise RunInputError(
-                    f"--{name} {node_id!r} is not a top-level node of flow {flow.id!r}",
-                    code=RANGE_INVALID,
-                    hint=f"top-level nodes: {', '.join(top)}",
-                )
-        start = top.index(request.from_node) if request.from_node else 0
-        end = top.index(request.to_node) if request.to_node else len(top) - 1
-        if start > end:
-            raise RunInputError(
-                f"range {request.from_node}..{request.to_node} is empty: 'from' comes after 'to'",
-                code=RANGE_INVALID,
-                hint=f"top-level nodes in order: {', '.join(top)}",
-            )
-        missing = sorted(needed_above(flow, start, end) - set(request.node_outputs))
+        missing = sorted(needed - set(request.node_outputs)) if needed else []
         if missing:
             raise RunInputError(
                 f"the range {top[start]}..{top[end]} reads {', '.join(missing)}, which runs above the range, and "
@@ -114,6 +105,28 @@ class Engine:
                     hint="give the input the flow declares (see `aqven check` or the flow's flow.yaml)",
                 ) from None
         return flow
+
+    @staticmethod
+    def _span(flow: CompiledFlow, request: RunRequest) -> tuple[int, int, set[str]]:
+        """(start, end, the nodes above it the range reads) of a request's range; raises when it is invalid.
+        The same for every case of a series (Engine.prepare keeps it per flow, variant and range)."""
+        top = flow.top_ids()
+        for name, node_id in (("from", request.from_node), ("to", request.to_node)):
+            if node_id is not None and node_id not in top:
+                raise RunInputError(
+                    f"--{name} {node_id!r} is not a top-level node of flow {flow.id!r}",
+                    code=RANGE_INVALID,
+                    hint=f"top-level nodes: {', '.join(top)}",
+                )
+        start = top.index(request.from_node) if request.from_node else 0
+        end = top.index(request.to_node) if request.to_node else len(top) - 1
+        if start > end:
+            raise RunInputError(
+                f"range {request.from_node}..{request.to_node} is empty: 'from' comes after 'to'",
+                code=RANGE_INVALID,
+                hint=f"top-level nodes in order: {', '.join(top)}",
+            )
+        return start, end, needed_above(flow, start, end)
 
     # ---- executing ----
 

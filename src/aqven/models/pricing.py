@@ -18,6 +18,7 @@ cache tokens (pydantic-ai's usage counts them in ``input_tokens``); cached token
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -163,6 +164,15 @@ def list_price(
         if (price := prices.get(model_id)) is not None:
             return price.cost(input_tokens, output_tokens, requests)
     return None
+
+
+def warm_prices() -> None:
+    """Load genai-prices' price data now (a server does at its start, in a thread) instead of at the first price."""
+    from genai_prices import Usage, calc_price
+
+    with contextlib.suppress(LookupError, ValueError), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        calc_price(Usage(input_tokens=1, output_tokens=1), model_ref="gpt-4o-mini", provider_id="openai")
 
 
 def genai_price(provider: str, names: Sequence[str], tokens: Tokens) -> Decimal | None:

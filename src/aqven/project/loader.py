@@ -48,6 +48,9 @@ class Project:
     failed: set[tuple[str, str]] = field(default_factory=set)  # (kind, id) whose file exists but did not load
     # False when aqven.yaml names no valid package: the split is unknown, so no case may be shown as dev.
     package_known: bool = True
+    # Each case's side, found once: a series' start asks it of every case several times (a sha256 each).
+    _sides: dict[str, Side] = field(default_factory=dict, repr=False, compare=False)
+    _sides_salt: tuple[str, bool] | None = field(default=None, repr=False, compare=False)
 
     def file_of(self, kind: str, item_id: str) -> str | None:
         return self.files.get((kind, item_id))
@@ -63,7 +66,13 @@ class Project:
 
     def side(self, case_name: str) -> Side:
         """The case's side of the split; every case is held out while the package is unknown."""
-        return side_of(self.package, case_name) if self.package_known else "holdout"
+        salt = (self.config.package, self.package_known)
+        if salt != self._sides_salt:
+            self._sides, self._sides_salt = {}, salt
+        side = self._sides.get(case_name)
+        if side is None:
+            side = self._sides[case_name] = side_of(self.package, case_name) if self.package_known else "holdout"
+        return side
 
     def doc_line(self, file: str, path: PathKey) -> int | None:
         doc = self.docs.get(file)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -87,7 +89,10 @@ def create_app(root: Path, *, access: Access | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.resume_interrupted()
+        warming = asyncio.get_running_loop().run_in_executor(None, service.warm)
         yield
+        with contextlib.suppress(Exception):
+            await warming
         await service.shutdown()
 
     app = FastAPI(title="AQVEN project server", version=__version__, lifespan=lifespan)

@@ -9,18 +9,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError, RunInputError, StateConflictError
+from aqven.models.pricing import warm_prices
 from aqven.project.cases import find_case
 from aqven.project.conform import violation
 from aqven.project.loader import Project
 from aqven.project.local import simulate_enabled
 from aqven.project.paths import DB_FILE, state_dir
 from aqven.project.schema import Case
+from aqven.research.diagnostics.workspace import loaded_diagnostics
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.findings.writing import regenerate
 from aqven.research.holdout import check_case, check_run
@@ -56,6 +59,7 @@ class ProjectService:
         self._workspace: Workspace | None = None
         self._checked = 0.0
         self._fp: tuple[tuple[str, float, int], ...] | None = None
+        self._loading = threading.Lock()
         self._tasks: dict[str, asyncio.Task[RunRecord]] = {}
         self._engine: tuple[Workspace, Engine] | None = None
         self.series = SeriesService(self.workspace, self.engine, self.runs, SeriesStore(self.db))
@@ -67,12 +71,27 @@ class ProjectService:
         now = time.monotonic()
         if self._workspace is not None and now - self._checked < FINGERPRINT_EVERY_S:
             return self._workspace
-        fp = _fingerprint(self.root)
-        self._checked = now
-        if self._workspace is None or fp != self._fp:
-            self._workspace = Workspace.load(self.root)
-            self._fp = fp
-        return self._workspace
+        with self._loading:  # while `warm` loads it, wait for that load instead of doing it twice
+            fp = _fingerprint(self.root)
+            self._checked = now
+            if self._workspace is None or fp != self._fp:
+                self._workspace = Workspace.load(self.root)
+                self._fp = fp
+            return self._workspace
+
+    def warm(self) -> None:
+        """Load the project, what `aqven check` finds in it and the price table before the first request needs
+        them (run in a thread when the server starts): the first series' start would wait for them. The next
+        request still looks at the files (the load stays unchecked), and a project that does not load is left
+        to the request that reads it, which reports why."""
+        with contextlib.suppress(Exception):
+            with self._loading:
+                if self._workspace is None:
+                    self._fp = _fingerprint(self.root)
+                    self._workspace = Workspace.load(self.root)
+                ws = self._workspace
+            loaded_diagnostics(ws)
+            warm_prices()
 
     def project(self) -> Project:
         return self.workspace().project

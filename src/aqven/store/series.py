@@ -51,8 +51,13 @@ class SeriesStore:
         order_seed: int | None = None,
         sim_seed: int | None = None,
         token_cap: int | None = None,
+        cells: list[tuple[str, str, str, int]] | None = None,
     ) -> tuple[str, bool]:
-        """Create a series with all its attempts queued; (id, created). A known client_op_id returns its series."""
+        """Create a series with its attempts queued; (id, created). A known client_op_id returns its series.
+
+        `cells` ((side, variant, case, queued attempts) of the whole series) is given when `attempts` holds only
+        the series' first rows: `add_attempts` writes the rest (research/series/fill.py). Without it the tallies
+        are counted from `attempts`."""
         with self.db.transaction() as cur:
             if client_op_id is not None:
                 row = cur.execute("SELECT id FROM series WHERE client_op_id=?", (client_op_id,)).fetchone()
@@ -85,21 +90,40 @@ class SeriesStore:
                     token_cap,
                 ),
             )
-            cur.executemany(
-                "INSERT INTO attempts (series_id, idx, case_name, dataset_id, side, variant_id, rep, seed)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (sid, a["idx"], a["case_name"], a["dataset_id"], a["side"], a["variant_id"], a["rep"], a["seed"])
-                    for a in attempts
-                ],
-            )
-            # Its tallies (store/db.py migration 7): all queued; later changes reach them through the trigger.
-            cells = Counter((a["side"], a["variant_id"], a["case_name"]) for a in attempts)
+            self._insert_attempts(cur, sid, attempts)
+            # Its tallies (store/db.py migration 8): all queued; later changes reach them through the trigger.
+            if cells is None:
+                counted = Counter((a["side"], a["variant_id"], a["case_name"]) for a in attempts)
+                cells = [(side, variant, case, n) for (side, variant, case), n in counted.items()]
             cur.executemany(
                 "INSERT INTO series_cells VALUES (?, ?, ?, ?, 'queued', '', ?, 0, 0, 0, 0)",
-                [(sid, side, variant, case, n) for (side, variant, case), n in cells.items()],
+                [(sid, side, variant, case, n) for side, variant, case, n in cells],
             )
             return sid, True
+
+    def add_attempts(self, series_id: str, attempts: list[dict[str, Any]]) -> None:
+        """Write more queued attempt rows of a series created with its first ones, in one transaction. Their
+        queued tallies were written with the series; a row already there stays as it is."""
+        with self.db.transaction() as cur:
+            self._insert_attempts(cur, series_id, attempts, or_ignore=True)
+
+    def attempt_count(self, series_id: str) -> int:
+        """How many attempt rows the series has (its rows are written in index order, from 0)."""
+        row = self.db.query_one("SELECT MAX(idx) AS last FROM attempts WHERE series_id=?", (series_id,))
+        return 0 if row is None or row["last"] is None else int(row["last"]) + 1
+
+    @staticmethod
+    def _insert_attempts(
+        cur: sqlite3.Cursor, series_id: str, attempts: list[dict[str, Any]], *, or_ignore: bool = False
+    ) -> None:
+        cur.executemany(
+            f"INSERT{' OR IGNORE' if or_ignore else ''} INTO attempts"
+            " (series_id, idx, case_name, dataset_id, side, variant_id, rep, seed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (series_id, a["idx"], a["case_name"], a["dataset_id"], a["side"], a["variant_id"], a["rep"], a["seed"])
+                for a in attempts
+            ],
+        )
 
     def get(self, series_id: str) -> SeriesRow:
         row = self.db.query_one("SELECT * FROM series WHERE id=?", (series_id,))

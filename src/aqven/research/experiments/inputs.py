@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aqven.engine.compile import compile_flow
 from aqven.errors import AqvenError
@@ -83,9 +83,7 @@ def cases_digest(ws: Workspace, plan: SeriesPlan) -> str:
     """sha256 of the content of the series' cases (input, context, node_outputs, expected output, tags)."""
     h = hashlib.sha256()
     for name in plan.cases:
-        case = ws.case(plan.dataset_id, name)
-        body: Any = None if case is None else case.model_dump(mode="json")
-        h.update(json.dumps([name, body], sort_keys=True, default=str).encode())
+        h.update(ws.case_bytes(plan.dataset_id, name))
     return h.hexdigest()
 
 

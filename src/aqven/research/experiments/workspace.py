@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aqven.engine.variant import FlowPatch
 from aqven.errors import EXPERIMENT_NOT_FOUND, NotFoundError
@@ -22,8 +24,12 @@ class Workspace:
     experiments: dict[str, ExperimentSource]
     load_diagnostics: list[Diagnostic] = field(default_factory=list)
     _cases: dict[str, dict[str, Case]] = field(default_factory=dict)
+    _case_bytes: dict[tuple[str, str], bytes] = field(default_factory=dict, repr=False)
     # Per series: the hash of its inputs as this loaded workspace has them (research/experiments/inputs.py).
     inputs_hashes: dict[str, str] = field(default_factory=dict)
+    # What `aqven check` finds in the loaded files alone: (project checks, experiment checks), found once
+    # (research/diagnostics/workspace.py loaded_diagnostics).
+    checked: tuple[list[Diagnostic], list[Diagnostic]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def load(cls, root: Path) -> Workspace:
@@ -53,6 +59,17 @@ class Workspace:
             index = {c.name: c for c in dataset.cases} if dataset else {}
             self._cases[dataset_id] = index
         return index.get(name)
+
+    def case_bytes(self, dataset_id: str, name: str) -> bytes:
+        """A case's content as the hash of a series' inputs reads it (research/experiments/inputs.py), serialised
+        once per loaded workspace (the cases are immutable once loaded)."""
+        key = (dataset_id, name)
+        data = self._case_bytes.get(key)
+        if data is None:
+            case = self.case(dataset_id, name)
+            body: Any = None if case is None else case.model_dump(mode="json")
+            data = self._case_bytes[key] = json.dumps([name, body], sort_keys=True, default=str).encode()
+        return data
 
     def patch_for(self, request: RunRequest) -> FlowPatch | None:
         """The variant's patch of a series attempt's run (None for a plain run)."""

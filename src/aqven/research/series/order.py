@@ -13,6 +13,7 @@ lowest queued index first, runs the blocks in the drawn order; `SeriesStore.case
 
 from __future__ import annotations
 
+import hashlib
 import random
 import secrets
 from collections.abc import Sequence
@@ -29,6 +30,31 @@ def case_order(cases: Sequence[str], seed: int) -> list[str]:
     order = list(cases)
     random.Random(seed).shuffle(order)
     return order
+
+
+def attempt_seed(key: str, case: str, rep: int, salt: int) -> int:
+    """The same for every variant of one case and repeat (paired); `salt` is the series' own seed, so another
+    series draws other answers, and a series started again with the same seed reproduces its attempts."""
+    return int(hashlib.sha256(f"{key}\0{case}\0{rep}\0{salt}".encode()).hexdigest()[:12], 16)
+
+
+def seed_key(experiment_id: str | None, flow_id: str) -> str:
+    """What a series' simulator seeds are drawn for: its experiment, or the flow a look runs."""
+    return experiment_id or f"look:{flow_id}"
+
+
+def attempt_keys(
+    order: Sequence[str], *, repeats: int, variants: Sequence[str], start: int, stop: int
+) -> list[tuple[int, str, int, str]]:
+    """(idx, case, rep, variant) of the attempts start..stop-1 of a series whose cases run in `order`: the
+    attempts `attempt_plan` lists, computed from the index alone, so a series' rows can be written in chunks."""
+    per_case = repeats * len(variants)
+    out: list[tuple[int, str, int, str]] = []
+    for idx in range(start, min(stop, per_case * len(order))):
+        block, within = divmod(idx, per_case)
+        rep, v = divmod(within, len(variants))
+        out.append((idx, order[block], rep, variants[v]))
+    return out
 
 
 def attempt_plan(

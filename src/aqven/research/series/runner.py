@@ -34,6 +34,7 @@ from aqven.research.experiments.inputs import attempt_inputs_hash
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.series.early import DECIDED_EARLY, EarlyStop, sequence_view
 from aqven.research.series.end import finalize
+from aqven.research.series.fill import AttemptFill
 from aqven.research.series.start import request_for
 from aqven.research.series.view import is_sealed, refresh_sealed_view
 from aqven.research.stats.series_verdict import compute_verdict
@@ -139,6 +140,7 @@ class SeriesRunner:
         self._drivers: dict[str, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self.changed = asyncio.Condition()
+        self.fill = AttemptFill(store)  # a new series' rows written after its start answered
         # The CPU phases of all attempts take turns in FIFO order, released while an attempt waits on a model
         # (aqven.models.gate): attempts started together would otherwise convoy. AQVEN_CPU_GATE=off turns it off
         # (for bench/latency_bound.py's comparison).
@@ -183,6 +185,7 @@ class SeriesRunner:
         return {r["run_id"] for r in rows}
 
     async def shutdown(self) -> None:
+        await self.fill.shutdown()
         tasks = list(self._drivers.values())  # a driver removes itself from the dict when it ends
         for task in tasks:
             task.cancel()
@@ -193,6 +196,7 @@ class SeriesRunner:
     # ---- the driver ----
 
     async def _drive(self, series_id: str) -> None:
+        await self.fill.ready(series_id)  # every attempt row first (a large series' are written after its start)
         wake = self._wake.setdefault(series_id, asyncio.Event())
         running: dict[int, asyncio.Task[str]] = {}
         # The database is the truth (a restart resumes from it); the driver keeps a copy of what it needs

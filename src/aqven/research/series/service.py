@@ -56,6 +56,8 @@ class SeriesService:
                 plan = fields["plan"]
                 plan.launch_plan["earlier_reads"] = rereads(self.store, str(fields["experiment_id"]), plan.cases)
             sid, created = self.store.create(**fields)
+        if created:
+            self.runner.fill.begin(sid)  # the rows after the first FIRST_ROWS, written after this answers
         if created and fields["status"] == "running":
             self.runner.drive(sid)
         return self._summary(sid, created=created)
@@ -105,6 +107,7 @@ class SeriesService:
             return {}
 
     async def cancel(self, series_id: str, reason: str | None = None) -> dict[str, Any]:
+        await self.runner.fill.ready(series_id)  # no state change before its rows are all written
         s = self.store.get(series_id)
         fields: dict[str, Any] = {
             "status": "cancelled",
@@ -134,6 +137,7 @@ class SeriesService:
         `who` says through which channel (Studio, a terminal, REST with the server token); the approval is
         recorded with the old and new cap in the same transaction as the status change. A series paused near its
         token cap continues with a higher token cap (`token_cap`, double the old one unless given)."""
+        await self.runner.fill.ready(series_id)  # no state change before its rows are all written
         s = self.store.get(series_id)
         if s.status != "awaiting_approval":
             raise SeriesConflict(
@@ -213,6 +217,7 @@ class SeriesService:
 
     async def stop(self, series_id: str, who: Approver) -> dict[str, Any]:
         """A person stops a paused series: it ends with verdict invalid (stopped by the spend cap)."""
+        await self.runner.fill.ready(series_id)  # no state change before its rows are all written
         s = self.store.get(series_id)
         pause = s.pause or {}
         if not transition_recorded(

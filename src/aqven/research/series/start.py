@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from typing import Any
 
@@ -23,7 +22,7 @@ from aqven.project.local import simulate_enabled
 from aqven.project.paths import rel
 from aqven.project.schema import AgentSpec, Case
 from aqven.research.diagnostics.cases import CASE_CODES
-from aqven.research.diagnostics.workspace import check_workspace
+from aqven.research.diagnostics.workspace import loaded_diagnostics
 from aqven.research.experiments.inputs import manifest_hash, plan_manifest
 from aqven.research.experiments.loading import metric_check, selected_cases
 from aqven.research.experiments.schema import MAX_REPEATS, CheckSpec, ExperimentSource
@@ -35,7 +34,9 @@ from aqven.research.launch.bounds import cost_bound, series_agents
 from aqven.research.launch.caps import parse_cap
 from aqven.research.launch.history import dev_estimates
 from aqven.research.launch.plan import Side, launch_plan, project_cap, validate_counts
-from aqven.research.series.order import attempt_plan, draw_seed
+from aqven.research.series import order as run_order
+from aqven.research.series.fill import FIRST_ROWS, attempt_rows, queued_cells
+from aqven.research.series.order import draw_seed, seed_key
 from aqven.research.stats.judge_correction import accuracy_of
 from aqven.store.records import RunRequest
 from aqven.store.series import SeriesStore
@@ -64,12 +65,6 @@ class NotRunnable(AqvenError):
     http_status = 422
 
 
-def attempt_seed(key: str, case: str, rep: int, salt: int) -> int:
-    """The same for every variant of one case and repeat (paired); `salt` is the series' own seed, so another
-    series draws other answers, and a series started again with the same seed reproduces its attempts."""
-    return int(hashlib.sha256(f"{key}\0{case}\0{rep}\0{salt}".encode()).hexdigest()[:12], 16)
-
-
 def request_for(plan: SeriesPlan, case: Case, variant: str, seed: int, experiment_id: str | None) -> RunRequest:
     return RunRequest(
         flow_id=plan.flow_id,
@@ -87,13 +82,12 @@ def request_for(plan: SeriesPlan, case: Case, variant: str, seed: int, experimen
     )
 
 
-def _project_problems(ws_root: Any) -> list[dict[str, Any]]:
+def _project_problems(ws: Workspace) -> list[dict[str, Any]]:
     """The project's errors, but a case no experiment's subject can run (E_CASE_*): that blocks only a series
     on that case, which refuses it per case and variant (NOT_RUNNABLE) without naming a held-out one."""
-    _ws, diagnostics = check_workspace(ws_root)
     return [
         {"code": d.code, "file": d.file, "line": d.line, "message": d.message, "hint": d.hint}
-        for d in diagnostics
+        for d in loaded_diagnostics(ws)
         if d.severity == "error" and d.code not in CASE_CODES
     ]
 
@@ -126,10 +120,13 @@ def _case_problems(
     variants had spent money."""
     problems: list[dict[str, Any]] = []
     no_sim: dict[str, str | None] = {}
+    # One validated request per variant, copied per case with what differs (prepare reads only these fields).
+    base = {v: request_for(plan, cases[0], v, 0, experiment_id) for v in plan.variants} if cases else {}
     for case in cases:
         for variant in plan.variants:
+            request = base[variant].model_copy(update={"input": case.input, "node_outputs": case.node_outputs})
             try:
-                flow = engine.prepare(request_for(plan, case, variant, 0, experiment_id))
+                flow = engine.prepare(request)
             except AqvenError as exc:
                 problems.append(
                     {"case": case.name, "variant": variant, "code": exc.code, "message": exc.message, "hint": exc.hint}
@@ -180,7 +177,7 @@ def prepare_series(
     exp: ExperimentSource | None = None
     if body.experiment_id is not None:
         exp = ws.experiment(body.experiment_id)
-        problems = _project_problems(ws.project.root)
+        problems = _project_problems(ws)
         if problems:
             raise _refuse(problems, "the project has errors")
         spec = exp.spec
@@ -291,19 +288,17 @@ def prepare_series(
     series_cap = cap if cap is not None else pcap
     above = series_cap > pcap
     manifest = plan_manifest(ws, plan, body.experiment_id, simulated=simulate)  # only what this series runs
-    key = body.experiment_id or f"look:{plan.flow_id}"
     sim_seed = body.seed if body.seed is not None else draw_seed()
     order_seed = draw_seed()  # secret: never returned, so nobody derives which attempt runs when
-    attempts = attempt_plan(
-        plan.cases,
-        order_seed=order_seed,
-        repeats=plan.repeats,
-        variants=plan.variants,
-        seed_of=lambda case, rep: attempt_seed(key, case, rep, sim_seed),
+    # The first rows go with the series; research/series/fill.py writes the rest (a function of the two seeds).
+    attempts = attempt_rows(
+        plan,
+        order=run_order.case_order(plan.cases, order_seed),  # looked up now: tests may run in file order
+        key=seed_key(body.experiment_id, plan.flow_id),
+        sim_seed=sim_seed,
+        start=0,
+        stop=FIRST_ROWS,
     )
-    for a in attempts:
-        a["dataset_id"] = plan.dataset_id
-        a["side"] = plan.sides[a["case_name"]]
     return {
         "kind": "experiment" if exp else "look",
         "experiment_id": body.experiment_id,
@@ -317,6 +312,7 @@ def prepare_series(
         "simulated": simulate,
         "client_op_id": body.client_op_id,
         "attempts": attempts,
+        "cells": queued_cells(plan),
         "status": "awaiting_approval" if above else "running",
         "pause": {
             "reason": "cap_above_project",
