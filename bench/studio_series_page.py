@@ -29,6 +29,7 @@ os.environ["AQVEN_SIMULATE"] = "1"
 
 from aqven.project.init import init_project
 from aqven.research.series.end import finalize
+from aqven.research.series.fill import write_missing
 from aqven.research.series.start import SeriesStartBody, prepare_series
 from aqven.server.service import ProjectService
 
@@ -57,13 +58,14 @@ def build_series(root: Path, attempts: int) -> str:
         ),
     )
     sid, _ = svc.series.store.create(**fields)
+    write_missing(svc.series.store, sid)  # the rows after the first ones, as the server writes them after a start
     rng = random.Random(7)
     t0 = datetime.now(UTC) - timedelta(minutes=30)
     rows = []
-    for a in fields["attempts"]:
-        rate = 0.97 if a["variant_id"] == "gpt" else 0.95
+    for a in svc.series.store.attempts(sid):
+        rate = 0.97 if a.variant_id == "gpt" else 0.95
         ok = rng.random() < rate
-        end = t0 + timedelta(seconds=a["idx"] * 0.15)
+        end = t0 + timedelta(seconds=a.idx * 0.15)
         rows.append(
             (
                 "pass" if ok else "fail",
@@ -73,9 +75,9 @@ def build_series(root: Path, attempts: int) -> str:
                 json.dumps([{"check_id": "promises", "passed": ok}]),
                 f"{rng.uniform(0.0003, 0.0009):.7f}",
                 end.isoformat(timespec="milliseconds"),
-                a["idx"] * 0.15,
+                a.idx * 0.15,
                 sid,
-                a["idx"],
+                a.idx,
             )
         )
     with svc.db.transaction() as cur:
