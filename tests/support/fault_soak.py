@@ -93,6 +93,7 @@ def write_project(
     simulator: str | None = None,
     sim_latency_s: float = 0.0,
     extra_cases: list[str] | None = None,
+    workers: int = 1,
 ) -> list[str]:
     """The reliability project: one llm node (`reply`, agent `writer`), a function check, dev cases.
 
@@ -105,7 +106,7 @@ def write_project(
     files: dict[str, str] = {
         "aqven.yaml": (
             f'package: {PACKAGE}\nname: Reliability\nresearch:\n  spend_cap_usd: "{cap_usd}"\n'
-            f"concurrency: {concurrency}\nengine:\n  provider_retries: 0\n  retry_backoff_s: 0\n"
+            f"concurrency: {concurrency}\nworkers: {workers}\nengine:\n  provider_retries: 0\n  retry_backoff_s: 0\n"
         ),
         "agents/writer.yaml": (
             "model: openrouter:openai/gpt-4o-mini\n"

@@ -19,16 +19,24 @@ SIGKILL and is started again, until the series is done. Then:
 
     .venv/bin/python bench/soak_kill.py [--kills 20] [--cases 150] [--repeats 2] [--seed 11]
 
-Bounded: `--limit` seconds (default 300) for the whole soak. `tests/test_reliability_kill.py` runs it
-with 3 kills.
+With `--workers N` (N ≥ 2) the project runs its attempts in N worker processes of the server, and every other
+kill SIGKILLs one of those workers instead of the server (picked at random; the server goes on and resumes its
+attempts in a fresh worker). After each kill of the server, no worker of it may outlive it by more than a moment:
+one that does is reported (`outlived`). The uninterrupted series runs in-process without workers, so the
+comparison is also one of workers against none.
+
+Bounded: `--limit` seconds (default 300) for the whole soak. `tests/server/reliability/test_reliability_kill.py`
+runs short ones.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import shutil
+import signal
 import sqlite3
 import sys
 import time
@@ -40,6 +48,32 @@ from typing import Any
 from support.fault_soak import EXPERIMENT, HttpError, LiveServer, server_env, write_project
 
 ENDED = ("done", "failed", "cancelled")
+WORKER_MODULE = "aqven.research.series.worker"
+
+
+def worker_pids(server_pid: int) -> list[int]:
+    """The worker processes of a server (Linux /proc: children of it running the worker module)."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == server_pid and WORKER_MODULE in cmdline:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's wait is missing
 
 
 def db_rows(root: Path, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
@@ -80,6 +114,12 @@ async def baseline(root: Path, *, seed: int, limit_s: float) -> dict[str, Any]:
         await svc.shutdown()
 
 
+def _done(root: Path, series_id: str) -> int:
+    return int(
+        db_rows(root, "SELECT COUNT(*) AS n FROM attempts WHERE series_id=? AND status='done'", (series_id,))[0]["n"]
+    )
+
+
 @dataclass
 class KillReport:
     kills: int
@@ -102,6 +142,9 @@ class KillReport:
     done_before_kill: list[int] = field(default_factory=list)
 
     concurrency: int = 1
+    workers: int = 1
+    worker_kills: int = 0  # of `kills`: the ones that hit a worker process instead of the server
+    outlived: list[str] = field(default_factory=list)  # workers still alive a moment after their server died
 
     @property
     def spend_ok(self) -> bool:
@@ -135,13 +178,16 @@ class KillReport:
             and self.spend_ok
             and self.extra_ok
             and self.verdict_same
+            and not self.outlived
         )
 
     def lines(self) -> list[str]:
         mean_restart = sum(self.restarts_s) / len(self.restarts_s) if self.restarts_s else 0.0
         return [
-            f"{self.kills} SIGKILLs during a series of {self.attempts} attempts; wall {self.wall_s:.1f} s; "
+            f"{self.kills} SIGKILLs ({self.worker_kills} of a worker, {self.kills - self.worker_kills} of the server;"
+            f" workers {self.workers}) during a series of {self.attempts} attempts; wall {self.wall_s:.1f} s; "
             f"status {self.status}",
+            f"workers still alive after their server was killed: {len(self.outlived)}",
             f"kill moments (s after the server was up): {[round(x, 2) for x in self.kill_offsets_s]}",
             f"attempts done just before each kill: {self.done_before_kill}",
             f"restart to healthy: mean {mean_restart:.2f} s, max {max(self.restarts_s, default=0):.2f} s",
@@ -156,7 +202,7 @@ class KillReport:
             f"extra over uninterrupted {self.extra_spend} (≤ kills × concurrency × reserve: {self.extra_ok})",
             f"finished attempts lost: {len(self.lost)}; counted twice: {len(self.twice)}; "
             f"outcomes differing from the uninterrupted series: {len(self.differ)}",
-            *(self.lost + self.twice + self.differ)[:20],
+            *(self.lost + self.twice + self.differ + self.outlived)[:20],
         ]
 
 
@@ -173,6 +219,7 @@ def run_kill_soak(
     max_gap_s: float = 1.5,
     limit_s: float = 300.0,
     rng_seed: int | None = None,
+    workers: int = 1,
 ) -> KillReport:
     started = time.monotonic()
     rng = random.Random(rng_seed)
@@ -181,12 +228,20 @@ def run_kill_soak(
         root, cases=cases, repeats=repeats, concurrency=concurrency, simulator="seeded", sim_latency_s=latency_s
     )
     base_root = workdir / "uninterrupted"
-    shutil.copytree(root, base_root)
+    shutil.copytree(root, base_root)  # the uninterrupted series runs in-process, without workers
+    if workers > 1:
+        write_project(
+            root,
+            cases=cases,
+            repeats=repeats,
+            concurrency=concurrency,
+            simulator="seeded",
+            sim_latency_s=latency_s,
+            workers=workers,
+        )
     env = server_env(AQVEN_SIM_LATENCY_SCALE="1", AQVEN_PRICES_FILE=str(workdir / "no-prices.json"))
 
     # The uninterrupted series, at full speed (latency does not change outcomes, which depend on seeds only).
-    import os
-
     saved = {k: os.environ.get(k) for k in ("AQVEN_SIM_LATENCY_SCALE", "AQVEN_PRICES_FILE")}
     os.environ["AQVEN_SIM_LATENCY_SCALE"] = "0"
     os.environ["AQVEN_PRICES_FILE"] = env["AQVEN_PRICES_FILE"]
@@ -207,9 +262,16 @@ def run_kill_soak(
     offsets: list[float] = []
     restarts: list[float] = []
     done_counts: list[int] = []
+    outlived: list[str] = []
+    worker_kills = 0
     deadline = started + limit_s
     try:
-        for _ in range(kills):
+        for n in range(kills):
+            if workers > 1:
+                # A worker takes seconds to start: each kill waits until the series moved on since the last one, so
+                # it hits attempts running in workers, not a server still starting them.
+                while time.monotonic() < deadline and _done(root, sid) <= (done_counts[-1] if done_counts else 0):
+                    time.sleep(0.05)
             gap = rng.uniform(min_gap_s, max_gap_s)
             time.sleep(gap)
             status = db_rows(root, "SELECT status FROM series WHERE id=?", (sid,))[0]["status"]
@@ -218,8 +280,16 @@ def run_kill_soak(
             for a in db_rows(root, "SELECT * FROM attempts WHERE series_id=? AND status='done'", (sid,)):
                 seen_done.setdefault(a["idx"], a)
             done_counts.append(len(seen_done))
-            server.kill()
+            assert server.proc is not None
+            pids = worker_pids(server.proc.pid) if workers > 1 else []
             offsets.append(gap)
+            if pids and n % 2 == 0:  # a worker: the server replaces it and resumes its attempts elsewhere
+                os.kill(rng.choice(pids), signal.SIGKILL)
+                worker_kills += 1
+                continue
+            server.kill()
+            time.sleep(0.5)  # a moment: the kernel (or the end of their stdin) ends its workers
+            outlived += [f"worker {pid} of killed server {server.proc.pid} still alive" for pid in pids if alive(pid)]
             t = time.monotonic()
             server.start()
             restarts.append(time.monotonic() - t)
@@ -253,6 +323,9 @@ def run_kill_soak(
         baseline_verdict=base["state"].get("verdict") or {},
         done_before_kill=done_counts,
         concurrency=concurrency,
+        workers=workers,
+        worker_kills=worker_kills,
+        outlived=outlived,
     )
     final = {a["idx"]: a for a in attempts}
     for idx, before in seen_done.items():
@@ -321,6 +394,9 @@ def main() -> None:
     parser.add_argument("--min-gap", type=float, default=0.1)
     parser.add_argument("--max-gap", type=float, default=1.5)
     parser.add_argument("--limit", type=float, default=300.0, help="seconds for the whole soak")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="worker processes of the server (≥ 2: every other kill hits a worker)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         report = run_kill_soak(
@@ -335,6 +411,7 @@ def main() -> None:
             max_gap_s=args.max_gap,
             limit_s=args.limit,
             rng_seed=args.rng,
+            workers=args.workers,
         )
     print("\n".join(report.lines()))
     ok = report.ok and report.kills == args.kills

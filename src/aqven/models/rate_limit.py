@@ -6,7 +6,8 @@ it arrives, which is after it started and before it ended, so counting it to its
 one more through in any of the provider's windows (counting from the start did, by the time a new connection
 takes). Tokens are known only once a call has answered, so a call over the token limit is seen by the next ones,
 which wait. One window per provider in the server process, shared by every series; simulated
-calls reach no provider and are not limited.
+calls reach no provider and are not limited. With worker processes (`workers` in aqven.yaml) each process keeps
+its share of the limits (`share`), so together they stay within them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,17 @@ class _Window:
 
 
 _windows: dict[str, _Window] = {}
+_share = 1  # how many processes split the limits (this one is one of them)
+
+
+def share(processes: int) -> None:
+    """This process is one of `processes` calling the same providers: it keeps 1/processes of each limit."""
+    global _share
+    _share = max(1, processes)
+
+
+def _part(limit: int | None) -> int | None:
+    return None if limit is None else max(1, limit // _share)
 
 
 def _prune(w: _Window, now: float) -> None:
@@ -39,6 +51,7 @@ async def acquire(provider: str, *, rpm: int | None, tpm: int | None) -> list[fl
     call ended, however it ended)."""
     if rpm is None and tpm is None:
         return None
+    rpm, tpm = _part(rpm), _part(tpm)
     w = _windows.setdefault(provider, _Window())
     while True:
         now = time.monotonic()

@@ -71,6 +71,9 @@ class ProjectConfig(Strict):
     description: str | None = None
     research: ResearchConfig | None = None
     concurrency: Annotated[int, Field(ge=1, le=512)] = 8
+    # Processes a series' attempts run in: 1 = in the server itself; more = that many worker processes of the
+    # server (research/series/workers.py), the server still deciding what runs.
+    workers: Annotated[int, Field(ge=1, le=64)] = 1
     engine: EngineConfig = EngineConfig()
     providers: dict[str, ProviderLimits] = Field(default_factory=dict)  # provider name -> its rpm / tpm limits
 

@@ -23,6 +23,7 @@ from aqven.project.loader import Project
 from aqven.project.local import simulate_enabled
 from aqven.project.paths import DB_FILE, state_dir
 from aqven.project.schema import Case
+from aqven.project.watch import FINGERPRINT_EVERY_S, fingerprint
 from aqven.research.diagnostics.workspace import loaded_diagnostics
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.findings.writing import regenerate
@@ -32,23 +33,6 @@ from aqven.store.db import Database
 from aqven.store.records import RunRecord, RunRequest
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
-
-FINGERPRINT_EVERY_S = 1.0  # how often the project files are looked at for changes
-WATCHED = ("aqven.yaml", "agents", "datasets", "flows", "experiments", "checks")
-
-
-def _fingerprint(root: Path) -> tuple[tuple[str, float, int], ...]:
-    items: list[tuple[str, float, int]] = []
-    for name in WATCHED:
-        base = root / name
-        paths = [base] if base.is_file() else (sorted(base.rglob("*")) if base.is_dir() else [])
-        for p in paths:
-            if (name == "experiments" and "findings" in p.relative_to(base).parts[1:2]) or "__pycache__" in p.parts:
-                continue  # written by the server itself: a new finding is no reason to reload the project
-            with contextlib.suppress(OSError):
-                st = p.stat()
-                items.append((str(p), st.st_mtime, st.st_size))
-    return tuple(items)
 
 
 class ProjectService:
@@ -72,7 +56,7 @@ class ProjectService:
         if self._workspace is not None and now - self._checked < FINGERPRINT_EVERY_S:
             return self._workspace
         with self._loading:  # while `warm` loads it, wait for that load instead of doing it twice
-            fp = _fingerprint(self.root)
+            fp = fingerprint(self.root)
             self._checked = now
             if self._workspace is None or fp != self._fp:
                 self._workspace = Workspace.load(self.root)
@@ -87,7 +71,7 @@ class ProjectService:
         with contextlib.suppress(Exception):
             with self._loading:
                 if self._workspace is None:
-                    self._fp = _fingerprint(self.root)
+                    self._fp = fingerprint(self.root)
                     self._workspace = Workspace.load(self.root)
                 ws = self._workspace
             loaded_diagnostics(ws)

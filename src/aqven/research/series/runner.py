@@ -24,19 +24,17 @@ from decimal import Decimal
 from typing import Any
 
 from aqven.engine.runner import Engine
-from aqven.errors import CASE_NOT_FOUND, NotFoundError
+from aqven.errors import NotFoundError
 from aqven.models.gate import CpuGate, held
 from aqven.models.outcomes import CODE_ERROR, PROVIDER_RATE_LIMITED, redact
 from aqven.models.telemetry import tracer
-from aqven.project.schema import Case
-from aqven.research.checks.scoring import AttemptView, score_checks
-from aqven.research.experiments.inputs import attempt_inputs_hash
 from aqven.research.experiments.workspace import Workspace
+from aqven.research.series.attempt import AttemptResult, dec, run_attempt
 from aqven.research.series.early import DECIDED_EARLY, EarlyStop, sequence_view
 from aqven.research.series.end import finalize
 from aqven.research.series.fill import AttemptFill
-from aqven.research.series.start import request_for
 from aqven.research.series.view import is_sealed, refresh_sealed_view
+from aqven.research.series.workers import WORKER_LOST, RaisedInWorker, WorkerDied, WorkerPool
 from aqven.research.stats.series_verdict import compute_verdict
 from aqven.store.runs import RunStore, new_id, now_iso
 from aqven.store.series import SeriesStore
@@ -51,6 +49,7 @@ class _EndNotWritten(Exception):
 
 
 PAUSE_AT = Decimal("0.9")
+WORKER_DEATHS = 5  # an attempt whose worker died this many times ends as an infrastructure error
 RATE_LIMITED = PROVIDER_RATE_LIMITED
 
 
@@ -120,8 +119,9 @@ def attempt_span(s: SeriesRow, a: AttemptRow) -> Any:
     return tracer().start_as_current_span("aqven.attempt", attributes=attributes)
 
 
-def dec(text: str | None) -> Decimal:
-    return Decimal(text) if text else Decimal(0)
+def _internal_error(exc: Exception, cost: Decimal) -> AttemptResult:
+    what = str(exc) if isinstance(exc, RaisedInWorker) else f"{type(exc).__name__}: {exc}"
+    return AttemptResult(outcome="infra", code=CODE_ERROR, message=f"internal error: {what}", cost=cost)
 
 
 def _sets_reserve(a: AttemptRow) -> bool:
@@ -145,6 +145,8 @@ class SeriesRunner:
         # (aqven.models.gate): attempts started together would otherwise convoy. AQVEN_CPU_GATE=off turns it off
         # (for bench/latency_bound.py's comparison).
         self.gate: CpuGate | None = None if os.environ.get("AQVEN_CPU_GATE", "").lower() == "off" else CpuGate()
+        self._workers: WorkerPool | None = None
+        self._retired: list[WorkerPool] = []  # pools of an earlier `workers` setting, closed once idle
 
     # ---- control ----
 
@@ -192,6 +194,11 @@ class SeriesRunner:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        # Attempts in workers stop where they are (as cancelled ones in this process do): the next start resumes.
+        for pool in [*self._retired, *([self._workers] if self._workers is not None else [])]:
+            await asyncio.to_thread(pool.close)
+        self._retired.clear()
+        self._workers = None
 
     # ---- the driver ----
 
@@ -334,28 +341,31 @@ class SeriesRunner:
         return False
 
     def _track(self, s: SeriesRow, attempt: AttemptRow, run_id: str, tally: _Tally) -> asyncio.Task[str]:
+        pool = self._pool()
+
         async def run() -> str:
-            async with held(self.gate):
+            # In the server, the attempt's CPU phases take the gate's turns; a worker process has its own gate.
+            async with held(None if pool is not None else self.gate):
                 return await body()
 
         async def body() -> str:
+            cost, outcome = Decimal(0), None
             try:
                 with attempt_span(s, attempt) as span:
-                    result, cost, outcome = await self._run_attempt(s, attempt, run_id)
+                    if pool is not None:
+                        out = await self._in_worker(pool, s, attempt, run_id)
+                    else:
+                        out = await run_attempt(self._ws, self._engine, self.runs, self.store, s, attempt, run_id)
+                    if out.waiting:
+                        self.wake(s.id)
+                        result = "waiting"
+                    else:
+                        self._finish(s, attempt, out)
+                        result, cost, outcome = "done", out.cost, out.outcome
                     span.set_attributes({"aqven.outcome": outcome or result, "aqven.cost_usd": str(cost)})
             except Exception as exc:  # a bug in one attempt must not stop the series: it is an infrastructure error
                 cost, result, outcome = dec(attempt.cost_usd), "done", "infra"
-                self._finish(
-                    s,
-                    attempt,
-                    outcome=outcome,
-                    value=None,
-                    code=CODE_ERROR,
-                    message=f"internal error: {type(exc).__name__}: {exc}",
-                    checks=[],
-                    cost=cost,
-                    unpriced=False,
-                )
+                self._finish(s, attempt, _internal_error(exc, cost))
             if result == "done":
                 used = self._run_tokens(run_id)
                 tally.tokens += used
@@ -371,6 +381,41 @@ class SeriesRunner:
             return result
 
         return asyncio.ensure_future(run())
+
+    def _pool(self) -> WorkerPool | None:
+        """The worker processes attempts run in (`workers` in aqven.yaml), or None: they run in this process."""
+        size = self._ws().project.config.workers
+        if self._workers is not None and self._workers.size != size:
+            self._retired.append(self._workers)  # it is closed once the attempts it runs have ended
+            self._workers = None
+        if size <= 1:
+            return None
+        if self._workers is None:
+            self._workers = WorkerPool(self._ws().project.root, size)
+        return self._workers
+
+    async def _in_worker(self, pool: WorkerPool, s: SeriesRow, attempt: AttemptRow, run_id: str) -> AttemptResult:
+        """Run the attempt in a worker; a worker that dies under it (killed, crashed) is replaced and the attempt
+        resumed from its run's last finished node in another, as after a restart of the server."""
+        for _ in range(WORKER_DEATHS):
+            try:
+                return await pool.run(s, attempt, run_id)
+            except WorkerDied as exc:
+                log.warning("series %s attempt %d: %s; resumed in another worker", s.id, attempt.idx, exc)
+                attempt = self.store.attempt(s.id, attempt.idx)  # the inputs hash it started on, if it got that far
+            finally:
+                self._close_retired()
+        return AttemptResult(
+            outcome="infra",
+            code=WORKER_LOST,
+            message=f"the worker process running this attempt died {WORKER_DEATHS} times",
+            cost=dec(attempt.cost_usd),
+        )
+
+    def _close_retired(self) -> None:
+        for pool in [p for p in self._retired if p.idle()]:
+            self._retired.remove(pool)
+            pool.close()
 
     def _coarse_step(self, s: SeriesRow, done: int) -> None:
         """A held-out series shows its numbers as of coarse steps only: store them when one is reached (at once,
@@ -421,161 +466,20 @@ class SeriesRunner:
 
     # ---- one attempt ----
 
-    def _case(self, s: SeriesRow, name: str) -> Case:
-        case = self._ws().case(s.plan.dataset_id, name)
-        if case is not None:
-            return case
-        raise NotFoundError(f"case {name!r} is gone from {s.plan.dataset_id!r}", code=CASE_NOT_FOUND)
-
-    async def _run_attempt(self, s: SeriesRow, a: AttemptRow, run_id: str) -> tuple[str, Decimal, str | None]:
-        """("done" | "waiting", the attempt's whole cost, its outcome)."""
-        try:
-            case = self._case(s, a.case_name)
-        except NotFoundError as exc:
-            self._finish(
-                s,
-                a,
-                outcome="infra",
-                value=None,
-                code=exc.code,
-                message=exc.message,
-                checks=[],
-                cost=dec(a.cost_usd),
-                unpriced=False,
-            )
-            return "done", dec(a.cost_usd), "infra"
-        ws, engine = self._ws(), self._engine()
-        started_on = a.inputs_hash
-        with self.runs.db.batch():  # one transaction for the attempt's writes before its run
-            if started_on is None:  # what the attempt starts on (a wait for a person keeps it)
-                started_on = self._inputs_hash(s, ws)
-                self.store.set_attempt_inputs(s.id, a.idx, started_on)
-            if not self.runs.exists(run_id):
-                self.runs.create(
-                    request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id),
-                    series_id=s.id,
-                    run_id=run_id,
-                    side=a.side,  # the attempt's side: what may be shown of the run never depends on a later split
-                )
-        record = await engine.execute(run_id)
-        if record.status == "waiting_human":
-            self.wake(s.id)
-            return "waiting", Decimal(0), None
-        prior = dec(a.cost_usd)  # what an earlier, rate-limited try of this attempt spent
-        cost = prior + dec(record.cost_usd)
-        unpriced = record.unpriced_calls > 0
-        checks: list[dict[str, Any]] = []
-        outcome: str = "pass"
-        value: float | None = 1.0
-        code: str | None = None
-        message: str | None = None
-        if record.status == "failed" and record.outcome == "infra":
-            outcome = "infra"
-            code, message = (record.error.code, record.error.message) if record.error else ("PROVIDER_ERROR", "")
-            value = None
-        else:
-            results = await self._score(s, case, record, a.seed)
-            checks = [r.to_json() for r in results]
-            for r in results:
-                if r.cost_usd is None:
-                    unpriced = True
-                else:
-                    cost += r.cost_usd
-            broken = next((r for r in results if r.error), None)
-            if broken is not None and broken.error is not None:
-                outcome, value = "infra", None
-                code, message = broken.error.get("code", "CODE_ERROR"), broken.error.get("message", "")
-            elif record.status == "failed":
-                outcome, value = "model_failure", 0.0
-                code, message = (record.error.code, record.error.message) if record.error else (None, None)
-            elif s.plan.deciding_check:
-                deciding = next((r for r in results if r.check_id == s.plan.deciding_check), None)
-                if deciding is None or deciding.passed is None:
-                    outcome, value = "infra", None
-                    code, message = "CODE_ERROR", f"check {s.plan.deciding_check!r} gave no result"
-                else:
-                    value = float(deciding.score if deciding.score is not None else (1.0 if deciding.passed else 0.0))
-                    outcome = "pass" if deciding.passed else "fail"
-                    if not deciding.passed:
-                        code, message = "CHECK_FAILED", f"{deciding.check_id}: {deciding.reason}"
-            else:
-                failed = [r for r in results if r.passed is False]
-                outcome = "fail" if failed else "pass"
-                value = 0.0 if failed else 1.0
-                if failed:
-                    code, message = "CHECK_FAILED", ", ".join(r.check_id for r in failed)
-        # The inputs it ran on: the same at its end as at its start, or both (an edit while it ran, even one put
-        # back later, shows as a hash no other attempt shares).
-        ended_on = self._inputs_hash(s, self._ws())
-        self._finish(
-            s,
-            a,
-            outcome=outcome,
-            value=value,
-            code=code,
-            message=message,
-            checks=checks,
-            cost=cost,
-            unpriced=unpriced,
-            inputs_hash=started_on if ended_on == started_on else f"{started_on}>{ended_on}",
-        )
-        return "done", cost, outcome
-
-    def _inputs_hash(self, s: SeriesRow, ws: Workspace) -> str:
-        try:
-            return attempt_inputs_hash(ws, s.id, s.plan, s.experiment_id, simulated=s.simulated)
-        except Exception as exc:  # a file that vanished while it was read: the attempt's inputs are not the series'
-            return f"unreadable:{type(exc).__name__}"
-
-    async def _score(self, s: SeriesRow, case: Case, record: Any, seed: int) -> list[Any]:
-        if s.experiment_id is None:
-            return []
-        ws = self._ws()
-        exp = ws.experiment(s.experiment_id)
-        latency = None
-        if record.started_at and record.ended_at:
-            latency = (
-                datetime.fromisoformat(record.ended_at) - datetime.fromisoformat(record.started_at)
-            ).total_seconds()
-        view = AttemptView(
-            output=record.output,
-            status=record.status,
-            error_code=record.error.code if record.error else None,
-            outcome=record.outcome,
-            case=case,
-            cost_usd=None if record.unpriced_calls else dec(record.cost_usd),
-            latency_s=latency,
-            run_id=record.id,
-        )
-        return list(await score_checks(ws.project, exp, view, simulate=s.plan.simulate, seed=seed))
-
-    def _finish(
-        self,
-        s: SeriesRow,
-        a: AttemptRow,
-        *,
-        outcome: str,
-        value: float | None,
-        code: str | None,
-        message: str | None,
-        checks: list[dict[str, Any]],
-        cost: Decimal,
-        unpriced: bool,
-        inputs_hash: str | None = None,
-    ) -> None:
+    def _finish(self, s: SeriesRow, a: AttemptRow, out: AttemptResult) -> None:
         current = self.store.get(s.id)
         self.store.finish_attempt(
             s.id,
             a.idx,
-            outcome=outcome,
-            value=value,
-            error_code=code,
-            error_message=message,
-            checks=checks,
-            cost_usd=str(cost),
-            unpriced=unpriced,
+            outcome=out.outcome,
+            value=out.value,
+            error_code=out.code,
+            error_message=out.message,
+            checks=out.checks,
+            cost_usd=str(out.cost),
+            unpriced=out.unpriced,
             active_at_end=active_now(current),
-            inputs_hash=inputs_hash,
+            inputs_hash=out.inputs_hash,
         )
 
     # ---- states ----

@@ -1,0 +1,154 @@
+"""One attempt of a series, run to what its row should say: the run, its checks, outcome, value and cost.
+
+The series runner decides which attempt runs and writes its end (`SeriesRunner._finish`); this module only runs
+it, in whichever process has the attempt: the server itself, or a worker process (`research/series/worker.py`).
+It writes the attempt's run (its row and events, through the engine) and the hash of the inputs it starts on,
+never the attempt's status: one process, the server, moves attempts between queued, running and done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from aqven.engine.runner import Engine
+from aqven.errors import CASE_NOT_FOUND, NotFoundError
+from aqven.project.schema import Case
+from aqven.research.checks.scoring import AttemptView, score_checks
+from aqven.research.experiments.inputs import attempt_inputs_hash
+from aqven.research.experiments.workspace import Workspace
+from aqven.research.series.start import request_for
+from aqven.store.runs import RunStore
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import AttemptRow, SeriesRow
+
+
+def dec(text: str | None) -> Decimal:
+    return Decimal(text) if text else Decimal(0)
+
+
+@dataclass
+class AttemptResult:
+    """What an attempt's row says at its end (or that its run waits for a person). Picklable: a worker sends it."""
+
+    waiting: bool = False
+    outcome: str = "infra"
+    value: float | None = None
+    code: str | None = None
+    message: str | None = None
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    cost: Decimal = Decimal(0)
+    unpriced: bool = False
+    inputs_hash: str | None = None
+
+
+def _case(ws: Workspace, s: SeriesRow, name: str) -> Case:
+    case = ws.case(s.plan.dataset_id, name)
+    if case is not None:
+        return case
+    raise NotFoundError(f"case {name!r} is gone from {s.plan.dataset_id!r}", code=CASE_NOT_FOUND)
+
+
+def inputs_hash(s: SeriesRow, ws: Workspace) -> str:
+    try:
+        return attempt_inputs_hash(ws, s.id, s.plan, s.experiment_id, simulated=s.simulated)
+    except Exception as exc:  # a file that vanished while it was read: the attempt's inputs are not the series'
+        return f"unreadable:{type(exc).__name__}"
+
+
+async def run_attempt(
+    workspace: Callable[[], Workspace],
+    engine: Callable[[], Engine],
+    runs: RunStore,
+    store: SeriesStore,
+    s: SeriesRow,
+    a: AttemptRow,
+    run_id: str,
+) -> AttemptResult:
+    """Run (or resume) one claimed attempt's run and score it. `workspace` gives the loaded project as it is now
+    (it is read again to score and at the end, for the inputs the attempt ended on)."""
+    ws = workspace()
+    try:
+        case = _case(ws, s, a.case_name)
+    except NotFoundError as exc:
+        return AttemptResult(outcome="infra", code=exc.code, message=exc.message, cost=dec(a.cost_usd))
+    started_on = a.inputs_hash
+    with runs.db.batch():  # one transaction for the attempt's writes before its run
+        if started_on is None:  # what the attempt starts on (a wait for a person keeps it)
+            started_on = inputs_hash(s, ws)
+            store.set_attempt_inputs(s.id, a.idx, started_on)
+        if not runs.exists(run_id):
+            runs.create(
+                request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id),
+                series_id=s.id,
+                run_id=run_id,
+                side=a.side,  # the attempt's side: what may be shown of the run never depends on a later split
+            )
+    record = await engine().execute(run_id)
+    if record.status == "waiting_human":
+        return AttemptResult(waiting=True)
+    prior = dec(a.cost_usd)  # what an earlier, rate-limited try of this attempt spent
+    out = AttemptResult(outcome="pass", value=1.0, cost=prior + dec(record.cost_usd))
+    out.unpriced = record.unpriced_calls > 0
+    if record.status == "failed" and record.outcome == "infra":
+        out.outcome, out.value = "infra", None
+        out.code, out.message = (record.error.code, record.error.message) if record.error else ("PROVIDER_ERROR", "")
+    else:
+        results = await _score(workspace(), s, case, record, a.seed)
+        out.checks = [r.to_json() for r in results]
+        for r in results:
+            if r.cost_usd is None:
+                out.unpriced = True
+            else:
+                out.cost += r.cost_usd
+        broken = next((r for r in results if r.error), None)
+        if broken is not None and broken.error is not None:
+            out.outcome, out.value = "infra", None
+            out.code, out.message = broken.error.get("code", "CODE_ERROR"), broken.error.get("message", "")
+        elif record.status == "failed":
+            out.outcome, out.value = "model_failure", 0.0
+            out.code, out.message = (record.error.code, record.error.message) if record.error else (None, None)
+        elif s.plan.deciding_check:
+            deciding = next((r for r in results if r.check_id == s.plan.deciding_check), None)
+            if deciding is None or deciding.passed is None:
+                out.outcome, out.value = "infra", None
+                out.code, out.message = "CODE_ERROR", f"check {s.plan.deciding_check!r} gave no result"
+            else:
+                out.value = float(deciding.score if deciding.score is not None else (1.0 if deciding.passed else 0.0))
+                out.outcome = "pass" if deciding.passed else "fail"
+                if not deciding.passed:
+                    out.code, out.message = "CHECK_FAILED", f"{deciding.check_id}: {deciding.reason}"
+        else:
+            failed = [r for r in results if r.passed is False]
+            out.outcome = "fail" if failed else "pass"
+            out.value = 0.0 if failed else 1.0
+            if failed:
+                out.code, out.message = "CHECK_FAILED", ", ".join(r.check_id for r in failed)
+    # The inputs it ran on: the same at its end as at its start, or both (an edit while it ran, even one put
+    # back later, shows as a hash no other attempt shares).
+    end = inputs_hash(s, workspace())
+    out.inputs_hash = started_on if end == started_on else f"{started_on}>{end}"
+    return out
+
+
+async def _score(ws: Workspace, s: SeriesRow, case: Case, record: Any, seed: int) -> list[Any]:
+    if s.experiment_id is None:
+        return []
+    exp = ws.experiment(s.experiment_id)
+    latency = None
+    if record.started_at and record.ended_at:
+        latency = (datetime.fromisoformat(record.ended_at) - datetime.fromisoformat(record.started_at)).total_seconds()
+    view = AttemptView(
+        output=record.output,
+        status=record.status,
+        error_code=record.error.code if record.error else None,
+        outcome=record.outcome,
+        case=case,
+        cost_usd=None if record.unpriced_calls else dec(record.cost_usd),
+        latency_s=latency,
+        run_id=record.id,
+    )
+    return list(await score_checks(ws.project, exp, view, simulate=s.plan.simulate, seed=seed))

@@ -1,0 +1,133 @@
+"""A worker process of the project server: runs the attempts the server hands it, on the same database.
+
+    main([ROOT, SERVER_PID, WORKERS])    (started by research/series/workers.py, bound to the server's life first)
+
+It reads ("run", job, series_id, attempt, run_id) and ("cancel", job) from stdin and answers ("ready", pid),
+("done", job, AttemptResult) or ("error", job, text) on stdout, pickled. Several attempts run side by side on
+its event loop, their CPU phases in FIFO order (aqven.models.gate), as in the server. It reads the project files
+again when they change, as the server does. When its stdin ends the server is gone, and it exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pickle
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from aqven.engine.runner import Engine
+from aqven.models import rate_limit
+from aqven.models.gate import CpuGate, held
+from aqven.project.paths import DB_FILE, state_dir
+from aqven.project.watch import FINGERPRINT_EVERY_S, Fingerprint, fingerprint
+from aqven.research.experiments.workspace import Workspace
+from aqven.research.series.attempt import run_attempt
+from aqven.research.series.workers import send
+from aqven.store.db import Database
+from aqven.store.runs import RunStore
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import AttemptRow, SeriesRow
+
+log = logging.getLogger("aqven.series.worker")
+
+
+class Live:
+    """The project as its files are now: read again when they change (`aqven.project.watch`), as the server does."""
+
+    def __init__(self, root: Path, runs: RunStore) -> None:
+        self.root = root
+        self.runs = runs
+        self._ws: Workspace | None = None
+        self._fp: Fingerprint | None = None
+        self._checked = 0.0
+        self._engine: tuple[Workspace, Engine] | None = None
+
+    def workspace(self) -> Workspace:
+        now = time.monotonic()
+        if self._ws is not None and now - self._checked < FINGERPRINT_EVERY_S:
+            return self._ws
+        fp = fingerprint(self.root)
+        self._checked = now
+        if self._ws is None or fp != self._fp:
+            self._ws, self._fp = Workspace.load(self.root), fp
+        return self._ws
+
+    def engine(self) -> Engine:
+        ws = self.workspace()
+        if self._engine is None or self._engine[0] is not ws:
+            self._engine = (ws, Engine(ws.project, self.runs, patch_for=ws.patch_for))
+        return self._engine[1]
+
+
+class Worker:
+    def __init__(self, root: Path, out: IO[bytes]) -> None:
+        db = Database(state_dir(root) / DB_FILE)
+        self.runs = RunStore(db)
+        self.store = SeriesStore(db)
+        self.live = Live(root, self.runs)
+        self.out = out
+        self.gate: CpuGate | None = None if os.environ.get("AQVEN_CPU_GATE", "").lower() == "off" else CpuGate()
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.series: dict[str, SeriesRow] = {}  # what an attempt reads of its series is fixed at the series' start
+
+    def handle(self, message: tuple[Any, ...]) -> None:
+        if message[0] == "run":
+            _, job, series_id, attempt, run_id = message
+            self.tasks[job] = asyncio.ensure_future(self.one(job, series_id, attempt, run_id))
+        elif message[0] == "cancel":
+            task = self.tasks.pop(message[1], None)
+            if task is not None:
+                task.cancel()
+
+    async def one(self, job: int, series_id: str, attempt: AttemptRow, run_id: str) -> None:
+        try:
+            s = self.series.get(series_id)
+            if s is None:
+                if len(self.series) > 64:
+                    self.series.clear()
+                s = self.series[series_id] = self.store.get(series_id)
+            async with held(self.gate):
+                result = await run_attempt(
+                    self.live.workspace, self.live.engine, self.runs, self.store, s, attempt, run_id
+                )
+            answer: tuple[Any, ...] = ("done", job, result)
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:
+            answer = ("error", job, f"{type(exc).__name__}: {exc}")
+        finally:
+            self.tasks.pop(job, None)
+        send(self.out, answer)
+
+
+async def serve(root: Path, inp: IO[bytes], out: IO[bytes]) -> None:
+    worker = Worker(root, out)
+    loop = asyncio.get_running_loop()
+
+    def read() -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                loop.call_soon_threadsafe(worker.handle, pickle.load(inp))
+        os._exit(0)  # stdin ended: the server is gone; stop now, mid-attempt or not (the next server resumes it)
+
+    send(out, ("ready", os.getpid()))
+    threading.Thread(target=read, name="aqven-worker-stdin", daemon=True).start()
+    await asyncio.Event().wait()
+
+
+def main(argv: list[str]) -> None:
+    root, workers = Path(argv[0]), int(argv[2])
+    # stdout carries the answers only: anything a project's code prints goes to stderr (the server's log).
+    out = os.fdopen(os.dup(1), "wb")
+    inp = os.fdopen(os.dup(0), "rb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    logging.basicConfig(level=logging.WARNING, format=f"worker {os.getpid()}: %(levelname)s %(name)s %(message)s")
+    rate_limit.share(workers)  # a provider's rpm / tpm are the server's: each worker keeps its share of them
+    asyncio.run(serve(root, inp, out))

@@ -1,0 +1,204 @@
+"""The worker processes of a project server: where a series' attempts run when `workers` is above 1.
+
+The series runner stays the one place that decides: it claims an attempt in the database (queued → running, its
+run id) exactly as with no workers, then hands it to the least busy worker and waits for what the attempt's row
+should say (`AttemptResult`), which the runner writes itself. A worker runs the attempt's run and checks
+(`research/series/attempt.py`) against the same database; it never changes an attempt's status.
+
+A worker is `aqven.research.series.worker` in a child of the server, spoken to over its stdin and stdout
+(pickled messages). Who dies:
+
+* a worker (SIGKILL, a crash): its stdout ends; the server makes sure the process is gone, fails the attempts it
+  held with `WorkerDied`, and the runner resumes each in another worker from its run's last finished node — the
+  same resume a restarted server does, so nothing finished is lost and nothing runs twice;
+* the server: every worker's stdin ends and the worker exits at once (and on Linux the kernel kills it with the
+  server, `PR_SET_PDEATHSIG`), so no worker outlives its server to write beside the next one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from asyncio import AbstractEventLoop, Future, get_running_loop
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import aqven
+from aqven.research.series.attempt import AttemptResult
+from aqven.store.series_records import AttemptRow, SeriesRow
+
+log = logging.getLogger("aqven.series")
+
+WORKER_LOST = "WORKER_LOST"
+"""An attempt's worker process died under it too many times (an infrastructure error)."""
+
+
+class WorkerDied(Exception):
+    """The worker running an attempt died before it answered; the attempt is still running in the database."""
+
+
+class RaisedInWorker(Exception):
+    """The attempt raised in its worker; the text is its `Type: message`, as the server would have logged it."""
+
+
+# How a worker starts: bound to the server's life before anything else is imported (importing the engine takes
+# seconds, and a worker must not outlive a server killed meanwhile). On Linux the kernel SIGKILLs it when the server
+# dies (PR_SET_PDEATHSIG = 1); everywhere, a server gone before that line ran is seen by its parent pid changing,
+# and a server that dies later by the end of the worker's stdin (research/series/worker.py).
+BOOT = """import os, signal, sys
+if sys.platform.startswith("linux"):
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except Exception:
+        pass
+if os.getppid() != int(sys.argv[2]):
+    os._exit(0)
+from aqven.research.series.worker import main
+main(sys.argv[1:])
+"""
+
+
+def send(stream: IO[bytes], message: Any) -> None:
+    pickle.dump(message, stream, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.flush()
+
+
+@dataclass(eq=False)
+class _Worker:
+    proc: subprocess.Popen[bytes]
+    pending: dict[int, Future[AttemptResult]] = field(default_factory=dict)
+    ready: bool = False  # it has loaded its modules and answers (a fresh one takes a few seconds)
+    alive: bool = True
+
+
+class WorkerPool:
+    """`size` worker processes for the project at `root`, started at once and replaced when one dies."""
+
+    def __init__(self, root: Path, size: int) -> None:
+        self.root = root
+        self.size = size
+        self._loop: AbstractEventLoop = get_running_loop()
+        self._jobs = itertools.count(1)
+        self._workers: list[_Worker] = []
+        self._closed = False
+        self._fill()
+
+    # ---- the server's side ----
+
+    async def run(self, s: SeriesRow, attempt: AttemptRow, run_id: str) -> AttemptResult:
+        """Run one claimed attempt in a worker; `WorkerDied` when that worker died before it answered."""
+        self._fill()
+        worker = self._pick()
+        job = next(self._jobs)
+        future: Future[AttemptResult] = self._loop.create_future()
+        worker.pending[job] = future
+        try:
+            assert worker.proc.stdin is not None
+            send(worker.proc.stdin, ("run", job, s.id, attempt, run_id))
+        except OSError as exc:  # its stdin is closed: it is dying, and its reader reports it
+            worker.pending.pop(job, None)
+            raise WorkerDied(f"worker {worker.proc.pid} took no more work ({type(exc).__name__})") from exc
+        try:
+            return await future
+        except BaseException:
+            if not future.done():  # cancelled here: stop it there too (a stopped attempt is resumed later)
+                worker.pending.pop(job, None)
+                with contextlib.suppress(OSError):
+                    assert worker.proc.stdin is not None
+                    send(worker.proc.stdin, ("cancel", job))
+            raise
+
+    def idle(self) -> bool:
+        return not any(w.pending for w in self._workers)
+
+    def pids(self) -> list[int]:
+        return [w.proc.pid for w in self._workers if w.alive]
+
+    def close(self) -> None:
+        """Stop every worker (SIGKILL: an attempt it held stays running in the database and is resumed later)."""
+        self._closed = True
+        for w in self._workers:
+            with contextlib.suppress(OSError):
+                w.proc.kill()
+        for w in self._workers:
+            with contextlib.suppress(Exception):
+                w.proc.wait(timeout=10)
+        self._workers.clear()
+
+    def _pick(self) -> _Worker:
+        # A fresh worker is still importing: work goes to a ready one when there is one, the least busy first.
+        alive = [w for w in self._workers if w.alive]
+        ready = [w for w in alive if w.ready] or alive
+        return min(ready, key=lambda w: len(w.pending))
+
+    def _fill(self) -> None:
+        self._workers = [w for w in self._workers if w.alive]
+        while not self._closed and len(self._workers) < self.size:
+            self._workers.append(self._spawn())
+
+    def _spawn(self) -> _Worker:
+        env = dict(os.environ)
+        # The worker imports the same aqven as the server, whatever the current folder or install.
+        src = str(Path(aqven.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join([src, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+        proc = subprocess.Popen(
+            [sys.executable, "-c", BOOT, str(self.root), str(os.getpid()), str(self.size)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            close_fds=True,  # the server's lock and database stay its own
+        )
+        worker = _Worker(proc)
+        threading.Thread(target=self._read, args=(worker,), name=f"aqven-worker-{proc.pid}", daemon=True).start()
+        return worker
+
+    def _read(self, worker: _Worker) -> None:
+        """The worker's answers, on a thread of their own; when its stdout ends, it is dead (made sure of here)."""
+        assert worker.proc.stdout is not None
+        try:
+            while True:
+                message = pickle.load(worker.proc.stdout)
+                self._loop.call_soon_threadsafe(self._answer, worker, message)
+        except Exception:  # EOF, or a torn message from a killed worker
+            pass
+        with contextlib.suppress(OSError):
+            worker.proc.kill()
+        with contextlib.suppress(Exception):
+            worker.proc.wait()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the server is gone too
+            self._loop.call_soon_threadsafe(self._died, worker)
+
+    def _answer(self, worker: _Worker, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "ready":
+            worker.ready = True
+            return
+        future = worker.pending.pop(message[1], None)
+        if future is None or future.done():
+            return  # cancelled meanwhile
+        if kind == "done":
+            future.set_result(message[2])
+        else:  # "error": the attempt raised in the worker, as it would have here
+            future.set_exception(RaisedInWorker(message[2]))
+
+    def _died(self, worker: _Worker) -> None:
+        worker.alive = False
+        code = worker.proc.returncode
+        if not self._closed:
+            log.warning("worker %d died (exit %s) holding %d attempts", worker.proc.pid, code, len(worker.pending))
+        for future in worker.pending.values():
+            if not future.done():
+                future.set_exception(WorkerDied(f"worker {worker.proc.pid} died (exit {code})"))
+        worker.pending.clear()
+        for stream in (worker.proc.stdin, worker.proc.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
