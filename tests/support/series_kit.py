@@ -10,8 +10,10 @@ The tiny project ("tiny") has one writer agent, `w`, on a model priced by a pric
 - anything else gets "good" (the check passes);
 - a name containing ``pricey`` costs $0.05 a call instead of $0.01.
 
-With ``TINY_HOLD=<dir>`` in the environment the simulator waits until ``<dir>/open`` or ``<dir>/<case>``
-exists, so a test decides when each attempt may finish. Each call sleeps 0.1 s × AQVEN_SIM_LATENCY_SCALE.
+With ``TINY_PIDS=<file>`` it appends the id of the process that ran each call to the file; ``TINY_WORKERS=<n>``
+makes `write_tiny` set `workers: n`. With ``TINY_HOLD=<dir>`` in the environment the simulator waits until
+``<dir>/open`` or ``<dir>/<case>`` exists, so a test decides when each attempt may finish. Each call sleeps
+0.1 s × AQVEN_SIM_LATENCY_SCALE.
 
 Experiments: ``rate`` (threshold 0.5 + 0.05 on check ok, flow `answer`), ``pair`` (compare; variant `m`
 puts the `mystery` agent, an OpenAI-compatible model nothing prices, on the node), ``reviewed`` (flow
@@ -22,6 +24,7 @@ dataset where one case lacks the node_outputs the range needs).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -46,6 +49,7 @@ name: Tiny
 research:
   spend_cap_usd: "{cap}"
 concurrency: {concurrency}
+workers: {workers}
 engine:
   provider_retries: 0
   retry_backoff_s: 0
@@ -80,6 +84,10 @@ from aqven.models.simulator import SimReply, SimRequest
 
 async def writer(req: SimRequest) -> SimReply:
     case = req.case_name or ""
+    pids = os.environ.get("TINY_PIDS")
+    if pids:  # which process ran the attempt's model call (the server, or one of its workers)
+        with open(pids, "a") as f:
+            f.write(f"{os.getpid()}\\n")
     hold = os.environ.get("TINY_HOLD")
     if hold:
         folder = Path(hold)
@@ -292,7 +300,8 @@ def write_tiny(
     overrides: dict[str, str | None] | None = None,
 ) -> Path:
     files: dict[str, str | None] = {
-        "aqven.yaml": AQVEN_YAML.format(cap=cap, concurrency=concurrency),
+        # TINY_WORKERS=2: the attempts run in two worker processes of the server (test_series_workers.py)
+        "aqven.yaml": AQVEN_YAML.format(cap=cap, concurrency=concurrency, workers=os.environ.get("TINY_WORKERS", "1")),
         "agents/w.yaml": AGENT_W,
         "agents/w2.yaml": AGENT_W,
         "agents/mystery.yaml": AGENT_MYSTERY,
@@ -334,6 +343,8 @@ def tiny_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
         monkeypatch.delenv(f"AQVEN_{provider}_BASE_URL", raising=False)
     monkeypatch.delenv("AQVEN_SIMULATE", raising=False)
     monkeypatch.delenv("TINY_HOLD", raising=False)
+    monkeypatch.delenv("TINY_WORKERS", raising=False)
+    monkeypatch.delenv("TINY_PIDS", raising=False)
     prices = tmp_path / "prices.json"
     prices.write_text(prices_json())
     monkeypatch.setenv("AQVEN_PRICES_FILE", str(prices))

@@ -41,6 +41,33 @@ def test_series_survives_sigkill_and_restart(tmp_path: Path) -> None:
     assert report.verdict_same, (report.verdict, report.baseline_verdict)
 
 
+def test_series_with_two_workers_survives_sigkill_of_a_worker_and_of_the_server(tmp_path: Path) -> None:
+    """`workers: 2`: two kills hit a worker (the server resumes its attempts in a fresh one), two the server
+    (its workers die with it). The books are checked as above, against the series run without workers."""
+    report = run_kill_soak(
+        tmp_path,
+        kills=4,
+        cases=20,
+        repeats=2,
+        seed=11,
+        latency_s=0.25,
+        min_gap_s=0.2,
+        max_gap_s=0.6,
+        limit_s=200,
+        rng_seed=3,
+        workers=2,
+    )
+    print("\n".join(report.lines()))
+    assert report.kills == 4 and report.worker_kills == 2, "the series ended before the kills"
+    assert report.status == "done"
+    assert report.outlived == []
+    assert report.lost == []
+    assert report.twice == []
+    assert report.differ == []
+    assert report.spend_ok and report.extra_ok
+    assert report.verdict_same, (report.verdict, report.baseline_verdict)
+
+
 class _Died(BaseException):
     """The process dies here: nothing after this line runs (a SIGKILL, as seen from the database)."""
 
