@@ -1,9 +1,13 @@
-"""Attempts per second of a series on an instant simulator, in-process (no HTTP).
+"""Attempts per second of a series on an instant simulator, in-process (no HTTP), with and without workers.
 
-Runs reply_noninferior_mistral of the showcase on dev with simulated models whose latency is scaled
-to zero, through the real series scheduler, engine, checks and SQLite store.
+Runs reply_noninferior_mistral of the showcase on dev with simulated models whose latency is scaled to zero,
+through the real series scheduler, engine, checks and SQLite store. `--workers 1,2` runs the same series once per
+setting of `workers` (aqven.yaml), each on a fresh copy of the project, `--rounds` times in alternation, and
+prints attempts/s, CPU per attempt (this process and its workers) and the load average at each start, then the
+ratio of the medians. `workers: 1` is the server alone (one core); `workers: 2` is two worker processes that run
+the attempts while this process decides (the timing includes starting the workers).
 
-    .venv/bin/python bench/series_throughput.py [--repeats 2] [--profile]
+    .venv/bin/python bench/series_throughput.py [--repeats 2] [--workers 1,2 --rounds 2] [--profile]
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import asyncio
 import cProfile
 import os
 import pstats
+import resource
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +30,14 @@ from aqven.research.series.start import SeriesStartBody
 from aqven.server.service import ProjectService
 
 
-async def run(root: Path, repeats: int, experiment: str) -> None:
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that ended (the workers, once the service shut down)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+async def run(root: Path, repeats: int, experiment: str) -> tuple[int, float]:
+    """(attempts done, wall seconds from the start of the series to its end)."""
     svc = ProjectService(root)
     started = time.perf_counter()
     out = await svc.series.start(
@@ -41,6 +54,42 @@ async def run(root: Path, repeats: int, experiment: str) -> None:
         f"{state['verdict']['verdict'] if state['verdict'] else '-'})"
     )
     await svc.shutdown()
+    return n, wall
+
+
+def project(base: Path, name: str, *, workers: int = 1, concurrency: int | None = None) -> Path:
+    root = init_project(base / name, "lumen")
+    text = (root / "aqven.yaml").read_text().replace('spend_cap_usd: "1.00"', 'spend_cap_usd: "100.00"')
+    if concurrency is not None:
+        text = "\n".join(
+            f"concurrency: {concurrency}" if ln.startswith("concurrency:") else ln for ln in text.split("\n")
+        )
+    (root / "aqven.yaml").write_text(text + f"\nworkers: {workers}\n")
+    return root
+
+
+def compare(base: Path, settings: list[int], rounds: int, repeats: int, experiment: str, concurrency: int) -> None:
+    rates: dict[int, list[float]] = {w: [] for w in settings}
+    for r in range(rounds):
+        for w in settings:
+            root = project(base, f"r{r}-w{w}", workers=w, concurrency=concurrency)
+            load = os.getloadavg()
+            cpu = _cpu()
+            n, wall = asyncio.run(run(root, repeats, experiment))
+            cpu = _cpu() - cpu
+            rates[w].append(n / wall)
+            print(
+                f"  workers {w} (round {r + 1}): {n / wall:.1f} attempts/s, CPU {cpu * 1000 / n:.2f} ms per attempt"
+                f" (this process + workers), load avg at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+            )
+    medians = {w: statistics.median(v) for w, v in rates.items()}
+    one = medians[settings[0]]
+    for w in settings:
+        print(f"workers {w}: median {medians[w]:.1f} attempts/s = {medians[w] / one:.2f}× workers {settings[0]}")
+    print(
+        f"load avg at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores; "
+        "the machine may be shared (load above ~1 means other work competes for the cores)"
+    )
 
 
 def main() -> None:
@@ -48,12 +97,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--experiment", default="reply_noninferior_mistral")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--workers", default=None, help="compare settings of `workers`, e.g. 1,2")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each setting, in alternation")
+    parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root = init_project(Path(tmp) / "bench", "lumen")
-        (root / "aqven.yaml").write_text(
-            (root / "aqven.yaml").read_text().replace('spend_cap_usd: "1.00"', 'spend_cap_usd: "100.00"')
-        )
+        if args.workers:
+            settings = [int(x) for x in args.workers.split(",")]
+            compare(Path(tmp), settings, args.rounds, args.repeats, args.experiment, args.concurrency)
+            return
+        root = project(Path(tmp), "bench")
         if args.profile:
             cProfile.runctx(
                 "asyncio.run(run(root, args.repeats, args.experiment))", globals(), locals(), "/tmp/series.prof"
