@@ -5,7 +5,8 @@ through the real series scheduler, engine, checks and SQLite store. `--workers 1
 setting of `workers` (aqven.yaml), each on a fresh copy of the project, `--rounds` times in alternation, and
 prints attempts/s, CPU per attempt (this process and its workers) and the load average at each start, then the
 ratio of the medians. `workers: 1` is the server alone (one core); `workers: 2` is two worker processes that run
-the attempts while this process decides (the timing includes starting the workers).
+the attempts while this process decides. The workers are started and ready before the timing starts (a server
+starts them when it starts); the CPU figure includes their start.
 
     .venv/bin/python bench/series_throughput.py [--repeats 2] [--workers 1,2 --rounds 2] [--profile]
 """
@@ -39,6 +40,9 @@ def _cpu() -> float:
 async def run(root: Path, repeats: int, experiment: str) -> tuple[int, float]:
     """(attempts done, wall seconds from the start of the series to its end)."""
     svc = ProjectService(root)
+    warm = time.perf_counter()
+    if await svc.series.runner.warm():  # as in a server that has been up for a while: its workers are ready
+        print(f"  workers started and ready in {time.perf_counter() - warm:.2f} s (before the timing)")
     started = time.perf_counter()
     out = await svc.series.start(
         SeriesStartBody(experiment_id=experiment, on="dev", repeats=repeats, simulate=True, cap_usd=None)

@@ -9,12 +9,15 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aqven.errors import DB_SCHEMA_NEWER, AqvenError
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 8
 
@@ -234,6 +237,25 @@ def _statements(script: str) -> list[str]:
     return out
 
 
+BUSY_WAIT_S = 30.0  # the longest a statement waits for another process's write before it fails
+
+
+def _patient(step: Callable[[], T]) -> T:
+    """Run `step`, again while another connection holds the write lock: after 0.1 ms, then doubling up to 2 ms.
+
+    A write transaction here lasts well under a millisecond, so short steps keep two processes writing side by
+    side close to one writing alone; SQLite's own busy handler would sleep 1 ms at the first conflict."""
+    delay, deadline = 0.0001, time.monotonic() + BUSY_WAIT_S
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.002)
+
+
 class Database:
     """A thread-safe handle on the project database."""
 
@@ -251,6 +273,9 @@ class Database:
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._migrate()
+        # Another process may write too (the server's workers, research/series/workers.py): this connection waits
+        # for it in short steps of its own (`_patient`) instead of SQLite's, which sleeps 1, 2, 5, 10 ... 100 ms.
+        self._conn.execute("PRAGMA busy_timeout=0")
         self._readers = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
 
@@ -301,7 +326,10 @@ class Database:
         with self._lock:
             cur = self._conn.cursor()
             outer = self._depth == 0
-            cur.execute("BEGIN IMMEDIATE" if outer else "SAVEPOINT nested")
+            if outer:
+                _patient(lambda: cur.execute("BEGIN IMMEDIATE"))
+            else:
+                cur.execute("SAVEPOINT nested")
             self._depth += 1
             try:
                 yield cur
@@ -328,11 +356,11 @@ class Database:
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+            return _patient(lambda: self._conn.execute(sql, params).fetchall())
 
     def query_one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Row | None:
         with self._lock:
-            row: sqlite3.Row | None = self._conn.execute(sql, params).fetchone()
+            row: sqlite3.Row | None = _patient(lambda: self._conn.execute(sql, params).fetchone())
             return row
 
     def close(self) -> None:

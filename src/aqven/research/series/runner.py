@@ -169,6 +169,8 @@ class SeriesRunner:
 
     def resume_all(self) -> list[str]:
         """On server start: continue every series that was running or waiting for a person."""
+        with contextlib.suppress(Exception):  # a project that does not load now: workers start with the first attempt
+            self._pool()
         ids = self.store.ids_with_status("running", "waiting_human")
         # A series cancelled while attempts still ran: they finish (and are paid), then it is decided.
         ids += [
@@ -181,6 +183,12 @@ class SeriesRunner:
                 self.store.update(sid, active_seconds=s.active_seconds, active_since=time.time())
             self.drive(sid)
         return ids
+
+    async def warm(self) -> bool:
+        """Start the worker processes now (when `workers` is above 1) and wait until they answer; False when there
+        are none. The server starts them when it starts, so a first series does not wait for them."""
+        pool = self._pool()
+        return pool is not None and await pool.ready()
 
     def run_ids_owned(self) -> set[str]:
         rows = self.store.db.query("SELECT run_id FROM attempts WHERE run_id IS NOT NULL AND status='running'")
@@ -467,7 +475,12 @@ class SeriesRunner:
     # ---- one attempt ----
 
     def _finish(self, s: SeriesRow, a: AttemptRow, out: AttemptResult) -> None:
-        current = self.store.get(s.id)
+        # The series' clock as it is now (only its two columns: the plan is not parsed once per attempt).
+        clock = self.store.db.query_one("SELECT active_seconds, active_since FROM series WHERE id=?", (s.id,))
+        assert clock is not None
+        active = clock["active_seconds"] + (
+            time.time() - clock["active_since"] if clock["active_since"] is not None else 0.0
+        )
         self.store.finish_attempt(
             s.id,
             a.idx,
@@ -478,7 +491,7 @@ class SeriesRunner:
             checks=out.checks,
             cost_usd=str(out.cost),
             unpriced=out.unpriced,
-            active_at_end=active_now(current),
+            active_at_end=active,
             inputs_hash=out.inputs_hash,
         )
 

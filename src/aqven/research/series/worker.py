@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import cProfile
 import logging
 import os
 import pickle
@@ -35,6 +36,8 @@ from aqven.store.series import SeriesStore
 from aqven.store.series_records import AttemptRow, SeriesRow
 
 log = logging.getLogger("aqven.series.worker")
+# AQVEN_WORKER_PROFILE=<path>: each worker profiles itself and writes <path>.<pid> when the server stops it (benches)
+PROFILE = cProfile.Profile() if os.environ.get("AQVEN_WORKER_PROFILE") else None
 
 
 class Live:
@@ -84,6 +87,11 @@ class Worker:
             task = self.tasks.pop(message[1], None)
             if task is not None:
                 task.cancel()
+        elif message[0] == "stop":  # the server shuts down: what runs here stops where it is, resumed later
+            if PROFILE is not None:
+                PROFILE.disable()
+                PROFILE.dump_stats(f"{os.environ['AQVEN_WORKER_PROFILE']}.{os.getpid()}")
+            os._exit(0)
 
     async def one(self, job: int, series_id: str, attempt: AttemptRow, run_id: str) -> None:
         try:
@@ -116,6 +124,7 @@ async def serve(root: Path, inp: IO[bytes], out: IO[bytes]) -> None:
                 loop.call_soon_threadsafe(worker.handle, pickle.load(inp))
         os._exit(0)  # stdin ended: the server is gone; stop now, mid-attempt or not (the next server resumes it)
 
+    worker.live.engine()  # the project loaded before the first attempt comes
     send(out, ("ready", os.getpid()))
     threading.Thread(target=read, name="aqven-worker-stdin", daemon=True).start()
     await asyncio.Event().wait()
@@ -130,4 +139,6 @@ def main(argv: list[str]) -> None:
     sys.stdout = sys.stderr
     logging.basicConfig(level=logging.WARNING, format=f"worker {os.getpid()}: %(levelname)s %(name)s %(message)s")
     rate_limit.share(workers)  # a provider's rpm / tpm are the server's: each worker keeps its share of them
+    if PROFILE is not None:
+        PROFILE.enable()
     asyncio.run(serve(root, inp, out))

@@ -17,6 +17,7 @@ A worker is `aqven.research.series.worker` in a child of the server, spoken to o
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import logging
@@ -36,6 +37,7 @@ from aqven.store.series_records import AttemptRow, SeriesRow
 
 log = logging.getLogger("aqven.series")
 
+STOP_WAIT_S = 5.0  # how long a worker asked to stop may take before it is killed
 WORKER_LOST = "WORKER_LOST"
 """An attempt's worker process died under it too many times (an infrastructure error)."""
 
@@ -116,6 +118,13 @@ class WorkerPool:
                     send(worker.proc.stdin, ("cancel", job))
             raise
 
+    async def ready(self, timeout: float = 60.0) -> bool:
+        """Wait until every worker has loaded the project and answers (benches time series with warm workers)."""
+        deadline = self._loop.time() + timeout
+        while not all(w.ready for w in self._workers if w.alive) and self._loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        return all(w.ready for w in self._workers if w.alive)
+
     def idle(self) -> bool:
         return not any(w.pending for w in self._workers)
 
@@ -123,12 +132,17 @@ class WorkerPool:
         return [w.proc.pid for w in self._workers if w.alive]
 
     def close(self) -> None:
-        """Stop every worker (SIGKILL: an attempt it held stays running in the database and is resumed later)."""
+        """Stop every worker: an attempt it held stays running in the database and is resumed by the next start."""
         self._closed = True
         for w in self._workers:
-            with contextlib.suppress(OSError):
-                w.proc.kill()
+            with contextlib.suppress(OSError, ValueError):
+                assert w.proc.stdin is not None
+                send(w.proc.stdin, ("stop",))
         for w in self._workers:
+            with contextlib.suppress(Exception):
+                w.proc.wait(timeout=STOP_WAIT_S)
+            with contextlib.suppress(OSError):
+                w.proc.kill()  # one that did not stop at once (busy in a long step): it is not waited for longer
             with contextlib.suppress(Exception):
                 w.proc.wait(timeout=10)
         self._workers.clear()
