@@ -13,6 +13,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,18 @@ import pytest
 
 from support.fault_soak import EXPERIMENT, LiveServer, server_env, write_project
 from support.kill_soak import baseline, db_rows, worker_pids
+from support.series_kit import (
+    attempts,
+    case_names,
+    client_for,
+    get,
+    rows,
+    runs_of,
+    settle,
+    start,
+    wait_until,
+    write_tiny,
+)
 
 TESTS = Path(__file__).resolve().parents[2]
 
@@ -174,3 +187,43 @@ def test_the_series_guarantees_hold_with_two_workers(
     extra = {f: request.getfixturevalue(f) for f in fixtures}
     test(tiny_env=tiny_env, tmp_path=tmp_path, **extra)
     _in_workers(two_workers)
+
+
+def test_a_worker_killed_mid_attempt_is_replaced_and_its_attempts_resume_once(
+    two_workers: Path, hold: Path, tmp_path: Path
+) -> None:
+    """Attempts held inside their model call; the worker holding some is SIGKILLed. The server replaces it, the
+    attempts it held resume (run_resume) in a live worker, and each attempt ends with exactly one run."""
+    root = write_tiny(tmp_path / "tiny", case_names(10, 0), cap="10.00", concurrency=4)
+    with client_for(root) as client:
+        sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
+        first = wait_until(lambda: [a for a in attempts(root, sid) if a["status"] == "running"])[0]
+        (hold / first["case_name"]).touch()  # the first attempt alone; then the ramp runs several side by side
+        wait_until(lambda: sum(a["status"] == "running" for a in attempts(root, sid)) >= 2)
+        wait_until(lambda: len(set(two_workers.read_text().split())) >= 2, timeout=60)  # calls in both workers
+        holding = [int(p) for p in two_workers.read_text().split()]
+        victim = holding[-1]  # it is inside a held call right now
+        os.kill(victim, signal.SIGKILL)
+        (hold / "open").touch()
+        snap = settle(client, sid)
+        assert snap["status"] == "done" and snap["progress"]["done"] == 10
+        assert get(client, sid)["progress"]["counted"] == 10
+    final = attempts(root, sid)
+    runs = runs_of(root, sid)
+    assert all(a["status"] == "done" and a["outcome"] == "pass" for a in final)
+    assert sorted(r["id"] for r in runs) == sorted(a["run_id"] for a in final)  # one run each, the counted one
+    assert resumed_runs(root, sid) >= 1  # the killed worker's attempts went on from their runs in another worker
+    callers = [int(p) for p in two_workers.read_text().split()]
+    assert victim in callers and len(set(callers)) >= 2
+    assert os.getpid() not in callers
+
+
+def resumed_runs(root: Path, series_id: str) -> int:
+    """How many of the series' runs were resumed (a run_resume event)."""
+    found = rows(
+        root,
+        "SELECT COUNT(DISTINCT e.run_id) AS n FROM events e JOIN runs r ON r.id = e.run_id"
+        " WHERE r.series_id=? AND e.kind='run_resume'",
+        (series_id,),
+    )
+    return int(found[0]["n"])
