@@ -31,10 +31,10 @@ from aqven.research.series.start import SeriesStartBody
 from aqven.server.service import ProjectService
 
 
-def _cpu() -> float:
-    """CPU seconds of this process and of its children that ended (the workers, once the service shut down)."""
+def _cpu() -> tuple[float, float]:
+    """CPU seconds of this process, and of its children that ended (the workers, once the service shut down)."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
 async def run(root: Path, repeats: int, experiment: str) -> tuple[int, float]:
@@ -74,24 +74,41 @@ def project(base: Path, name: str, *, workers: int = 1, concurrency: int | None 
 
 def compare(base: Path, settings: list[int], rounds: int, repeats: int, experiment: str, concurrency: int) -> None:
     rates: dict[int, list[float]] = {w: [] for w in settings}
+    cpus: dict[int, list[tuple[float, float]]] = {w: [] for w in settings}
     for r in range(rounds):
         for w in settings:
             root = project(base, f"r{r}-w{w}", workers=w, concurrency=concurrency)
             load = os.getloadavg()
-            cpu = _cpu()
+            own0, kids0 = _cpu()
             n, wall = asyncio.run(run(root, repeats, experiment))
-            cpu = _cpu() - cpu
+            own1, kids1 = _cpu()
+            own, kids = (own1 - own0) / n, (kids1 - kids0) / n
             rates[w].append(n / wall)
+            cpus[w].append((own, kids))
             print(
-                f"  workers {w} (round {r + 1}): {n / wall:.1f} attempts/s, CPU {cpu * 1000 / n:.2f} ms per attempt"
-                f" (this process + workers), load avg at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+                f"  workers {w} (round {r + 1}): {n / wall:.1f} attempts/s; CPU/attempt {(own + kids) * 1000:.2f} ms"
+                f" (this process {own * 1000:.2f} + workers {kids * 1000:.2f}, their start included);"
+                f" load avg at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
             )
     medians = {w: statistics.median(v) for w, v in rates.items()}
-    one = medians[settings[0]]
+    first = settings[0]
+    cores = os.cpu_count() or 1
+
+    def bound(w: int) -> float:
+        """Attempts/s on free cores from the CPU figures: all processes share the cores, the deciding process and
+        each worker use at most one."""
+        own = statistics.median(c[0] for c in cpus[w])
+        kids = statistics.median(c[1] for c in cpus[w])
+        return 1 / (own + kids) if w <= 1 else min(cores / (own + kids), 1 / own, w / kids)
+
     for w in settings:
-        print(f"workers {w}: median {medians[w]:.1f} attempts/s = {medians[w] / one:.2f}× workers {settings[0]}")
+        print(
+            f"workers {w}: median {medians[w]:.1f} attempts/s = {medians[w] / medians[first]:.2f}× workers {first}"
+            f" measured; CPU-bound estimate on {cores} free cores {bound(w):.0f} attempts/s ="
+            f" {bound(w) / bound(first):.2f}×"
+        )
     print(
-        f"load avg at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores; "
+        f"load avg at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {cores} cores; "
         "the machine may be shared (load above ~1 means other work competes for the cores)"
     )
 
