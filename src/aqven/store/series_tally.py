@@ -74,11 +74,12 @@ class SeriesTally:
         return out
 
 
-# The tallies kept per cell (store/db.py migration 7); a cell whose attempts all moved on has n = 0.
+# The tallies kept per cell (store/db.py migration 8); a cell whose attempts all moved on has n = 0. A case has
+# one side in a series (its plan's), so no two cells of a series share (variant, case, status, outcome): the rows
+# are read as they are kept, without a GROUP BY (which sorted them all in a temporary B-tree).
 _GROUPS = (
-    "SELECT variant_id, case_name, status, NULLIF(outcome, '') AS outcome, SUM(n) AS n, SUM(reruns) AS reruns,"
-    " SUM(v) AS v, SUM(unpriced) AS unpriced, SUM(ends) AS ends FROM series_cells WHERE series_id=?"
-    " GROUP BY variant_id, case_name, status, outcome HAVING SUM(n) > 0"
+    "SELECT variant_id, case_name, status, NULLIF(outcome, '') AS outcome, n, reruns, v, unpriced, ends"
+    " FROM series_cells WHERE series_id=? AND n > 0"
 )
 # Money is TEXT holding a Decimal: equal amounts are counted in SQL and added exactly in Python.
 _SPEND = (
@@ -102,7 +103,9 @@ def read_tally(db: Database, series_id: str, *, finished_since: float = 0.0, sid
         extra = (side,)
     groups_sql, spend_sql, first_sql, recent_sql = queries
     with db.reading() as conn:
-        groups = conn.execute(groups_sql, (series_id, *extra)).fetchall()
+        cur = conn.cursor()
+        cur.row_factory = None  # plain tuples: a snapshot walks one row per case, and Row lookups by name cost
+        groups = cur.execute(groups_sql, (series_id, *extra)).fetchall()
         spend = conn.execute(spend_sql, (series_id, *extra)).fetchall()
         first_row = conn.execute(first_sql, (series_id, *extra)).fetchone()
         recent = int(conn.execute(recent_sql, (series_id, *extra, finished_since)).fetchone()["n"])
@@ -116,35 +119,38 @@ def read_tally(db: Database, series_id: str, *, finished_since: float = 0.0, sid
     fails: dict[str, int] = {}
     model_failed: dict[str, dict[str, int]] = {}
     unpriced = ends = 0
-    for r in groups:
-        t = variants.get(r["variant_id"])
+    for variant, case, status, outcome, n, reruns, v, unpriced_n, ends_n in groups:
+        t = variants.get(variant)
         if t is None:
-            t = variants[r["variant_id"]] = VariantTally()
-        case, n, outcome = r["case_name"], int(r["n"]), r["outcome"]
+            t = variants[variant] = VariantTally()
+            mine = cells[variant] = {}
+        else:
+            mine = cells[variant]
         t.attempts += n
-        t.reruns += int(r["reruns"])
-        fails[case] = fails.get(case, 0) + (n if outcome in ("fail", "model_failure") else 0)
-        if r["status"] == "running":
+        t.reruns += reruns
+        failed_n = n if outcome == "fail" or outcome == "model_failure" else 0
+        fails[case] = fails.get(case, 0) + failed_n
+        if status == "running":
             t.running += n
             continue
-        unpriced += int(r["unpriced"])
-        if r["status"] == "queued":
+        unpriced += unpriced_n
+        if status == "queued":
             t.queued += n
             continue
         t.done += n
-        ends += int(r["ends"])
+        ends += ends_n
         if outcome in COUNTED:
             t.counted += n
-            t.passes += float(r["v"])
-            mine = cells.setdefault(r["variant_id"], {})
+            t.passes += v
             passes, counted = mine.get(case, (0.0, 0))
-            mine[case] = (passes + float(r["v"]), counted + n)
+            mine[case] = (passes + v, counted + n)
         if outcome == "model_failure":
             t.model_failures += n
-            failed = model_failed.setdefault(r["variant_id"], {})
+            failed = model_failed.setdefault(variant, {})
             failed[case] = failed.get(case, 0) + n
         elif outcome == "infra":
             t.infra_errors += n
+    cells = {variant: mine for variant, mine in cells.items() if mine}
     for r in spend:
         variants[r["variant_id"]].spend += Decimal(r["cost_usd"] or "0") * int(r["n"])
     times = FinishTimes(ends, first, finished_since, recent)

@@ -26,6 +26,7 @@ from aqven.store.series_records import ENDED, SeriesRow, active_now
 
 SETTLED = ("done", "cancelled", "failed", "awaiting_approval", "waiting_human")
 MAX_WAIT_S = 50.0
+ENDED_VIEWS_KEPT = 32  # snapshots of ended series kept (a few KB each without include_cases)
 
 
 class SeriesConflict(StateConflictError):
@@ -42,6 +43,7 @@ class SeriesService:
         self.store = store
         self.runner = SeriesRunner(workspace, engine, runs, store)
         self._start_lock = asyncio.Lock()
+        self._ended: dict[tuple[str, bool], tuple[SeriesRow, dict[str, Any]]] = {}
 
     async def start(self, body: SeriesStartBody) -> dict[str, Any]:
         """Start a series (or return the one its client_op_id already started); answers at once."""
@@ -94,10 +96,26 @@ class SeriesService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.runner.changed.wait(), min(0.5, deadline - time.monotonic()))
             s = self.store.get(series_id)
-        # Off the event loop: a snapshot reads the database, and running attempts must not wait for it.
-        view = await asyncio.to_thread(snapshot, s, self.store, self.runs, include_cases=include_cases)
+        view = self._ended_view(s, include_cases)
+        if view is None:
+            # Off the event loop: a snapshot reads the database, and running attempts must not wait for it.
+            view = await asyncio.to_thread(snapshot, s, self.store, self.runs, include_cases=include_cases)
+            if s.ended_at is not None:
+                self._keep_ended(s, include_cases, view)
+        view = {**view, "as_of": time.time() if s.ended_at is not None else view["as_of"]}
         view["project_cap"] = self.project_cap_fields()
         return view
+
+    def _ended_view(self, s: SeriesRow, include_cases: bool) -> dict[str, Any] | None:
+        """The snapshot of an ended series, computed once: nothing it reads changes after the end (its row is
+        compared whole, so a change to it still shows)."""
+        hit = self._ended.get((s.id, include_cases))
+        return hit[1] if hit is not None and hit[0] == s else None
+
+    def _keep_ended(self, s: SeriesRow, include_cases: bool, view: dict[str, Any]) -> None:
+        if len(self._ended) >= ENDED_VIEWS_KEPT:
+            self._ended.pop(next(iter(self._ended)))
+        self._ended[(s.id, include_cases)] = (s, view)
 
     def project_cap_fields(self) -> dict[str, Any]:
         """The confirmed project cap and whether the files ask for more (a person must confirm it)."""
