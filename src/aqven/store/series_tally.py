@@ -119,17 +119,17 @@ def read_tally(db: Database, series_id: str, *, finished_since: float = 0.0, sid
     fails: dict[str, int] = {}
     model_failed: dict[str, dict[str, int]] = {}
     unpriced = ends = 0
+    last: str | None = None
+    t = VariantTally()
+    mine: dict[str, tuple[float, int]] = {}
     for variant, case, status, outcome, n, reruns, v, unpriced_n, ends_n in groups:
-        t = variants.get(variant)
-        if t is None:
-            t = variants[variant] = VariantTally()
-            mine = cells[variant] = {}
-        else:
-            mine = cells[variant]
+        if variant != last:  # the rows come in key order: a variant's run of rows, per side
+            last = variant
+            t = variants.setdefault(variant, VariantTally())
+            mine = cells.setdefault(variant, {})
         t.attempts += n
         t.reruns += reruns
-        failed_n = n if outcome == "fail" or outcome == "model_failure" else 0
-        fails[case] = fails.get(case, 0) + failed_n
+        fails[case] = fails.get(case, 0) + (n if outcome == "fail" or outcome == "model_failure" else 0)
         if status == "running":
             t.running += n
             continue

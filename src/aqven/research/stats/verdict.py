@@ -501,6 +501,8 @@ def _bound(question: QuestionSpec) -> float:
 
 def _merge(cases: Sequence[CaseCell]) -> dict[str, tuple[float, int]]:
     """Per case name, in first-seen order; a name listed twice is summed."""
+    if len({name for name, _p, _n in cases}) == len(cases):  # the usual case, one cell per name: no sums
+        return {name: (0.0 + passes, 0 + counted) for name, passes, counted in cases}
     out: dict[str, tuple[float, int]] = {}
     for name, passes, counted in cases:
         y, r = out.get(name, (0.0, 0))
