@@ -22,6 +22,19 @@ def _l(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def _insert_attempts(
+    cur: sqlite3.Cursor, series_id: str, attempts: list[dict[str, Any]], *, or_ignore: bool = False
+) -> None:
+    cur.executemany(
+        f"INSERT{' OR IGNORE' if or_ignore else ''} INTO attempts"
+        " (series_id, idx, case_name, dataset_id, side, variant_id, rep, seed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (series_id, a["idx"], a["case_name"], a["dataset_id"], a["side"], a["variant_id"], a["rep"], a["seed"])
+            for a in attempts
+        ],
+    )
+
+
 class SeriesStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -90,7 +103,7 @@ class SeriesStore:
                     token_cap,
                 ),
             )
-            self._insert_attempts(cur, sid, attempts)
+            _insert_attempts(cur, sid, attempts)
             # Its tallies (store/db.py migration 8): all queued; later changes reach them through the trigger.
             if cells is None:
                 counted = Counter((a["side"], a["variant_id"], a["case_name"]) for a in attempts)
@@ -105,25 +118,12 @@ class SeriesStore:
         """Write more queued attempt rows of a series created with its first ones, in one transaction. Their
         queued tallies were written with the series; a row already there stays as it is."""
         with self.db.transaction() as cur:
-            self._insert_attempts(cur, series_id, attempts, or_ignore=True)
+            _insert_attempts(cur, series_id, attempts, or_ignore=True)
 
     def attempt_count(self, series_id: str) -> int:
         """How many attempt rows the series has (its rows are written in index order, from 0)."""
         row = self.db.query_one("SELECT MAX(idx) AS last FROM attempts WHERE series_id=?", (series_id,))
         return 0 if row is None or row["last"] is None else int(row["last"]) + 1
-
-    @staticmethod
-    def _insert_attempts(
-        cur: sqlite3.Cursor, series_id: str, attempts: list[dict[str, Any]], *, or_ignore: bool = False
-    ) -> None:
-        cur.executemany(
-            f"INSERT{' OR IGNORE' if or_ignore else ''} INTO attempts"
-            " (series_id, idx, case_name, dataset_id, side, variant_id, rep, seed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (series_id, a["idx"], a["case_name"], a["dataset_id"], a["side"], a["variant_id"], a["rep"], a["seed"])
-                for a in attempts
-            ],
-        )
 
     def get(self, series_id: str) -> SeriesRow:
         row = self.db.query_one("SELECT * FROM series WHERE id=?", (series_id,))
