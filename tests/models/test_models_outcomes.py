@@ -80,3 +80,25 @@ def test_redaction_of_known_and_key_shaped_secrets(monkeypatch: pytest.MonkeyPat
     assert "ABCDEFGHIJKLMNOPQRST" not in out
     err = ModelCallError("PROVIDER_ERROR", text, hint="plainsecretvalue42")
     assert "plainsecretvalue42" not in str(err) + repr(err) + json.dumps(err.to_dict())
+
+
+def test_the_key_values_follow_the_environment_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """secret_values keeps its answer while the key variables stay the same: a key set, changed or unset is
+    seen by the very next call (the answer is compared with the variables' raw values, not kept for a while)."""
+    from aqven.models.outcomes import KEY_ENV_VARS, secret_values
+
+    for name in KEY_ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    assert secret_values() == [] and secret_values() == []
+    monkeypatch.setenv("OPENAI_API_KEY", "first-key-123456")
+    assert secret_values() == ["first-key-123456"]
+    assert redact("a first-key-123456 b") == "a *** b"
+    monkeypatch.setenv("OPENAI_API_KEY", "second-key-98765")
+    assert secret_values() == ["second-key-98765"]
+    assert redact("first-key-123456 second-key-98765") == "first-key-123456 ***"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "a-much-longer-key-value")
+    assert secret_values() == ["a-much-longer-key-value", "second-key-98765"]  # longest first
+    monkeypatch.setenv("MY_OWN_KEY", "agent-own-key-000")
+    assert "agent-own-key-000" in secret_values(["MY_OWN_KEY"]) and "agent-own-key-000" not in secret_values()
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert secret_values() == ["a-much-longer-key-value"]

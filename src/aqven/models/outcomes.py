@@ -88,9 +88,31 @@ _KEY_PATTERN = re.compile(
 
 def secret_values(extra_env: Iterable[str] = ()) -> list[str]:
     """The current values of every key variable (long enough to be a key), longest first."""
-    names = {*KEY_ENV_VARS, *(n for n in extra_env if n)}
-    values = {v for n in names if (v := os.environ.get(n, "").strip()) and len(v) >= 6}
-    return sorted(values, key=len, reverse=True)
+    global _LAST
+    extra = tuple(n for n in extra_env if n)
+    raw = _raw_keys() if not extra else None
+    last = _LAST  # one read: another thread may replace it meanwhile
+    if raw is not None and last[0] == raw:
+        return list(last[1])
+    names = {*KEY_ENV_VARS, *extra}
+    values = sorted({v for n in names if (v := os.environ.get(n, "").strip()) and len(v) >= 6}, key=len, reverse=True)
+    if raw is not None:
+        _LAST = (raw, tuple(values))
+    return values
+
+
+# Every stored text and event payload is redacted, and each call read ~20 variables through os.environ (a
+# fifth of an attempt's CPU on the lean path): the raw values are compared instead, read from the mapping
+# os.environ keeps (its `_data`, bytes on POSIX; set and unset go through it), so a changed key is seen at once.
+_KEY_NAMES_B: Final[tuple[bytes, ...]] = tuple(os.fsencode(n) for n in KEY_ENV_VARS)
+_LAST: tuple[tuple[bytes | None, ...] | None, tuple[str, ...]] = (None, ())
+
+
+def _raw_keys() -> tuple[bytes | None, ...] | None:
+    data = getattr(os.environ, "_data", None)
+    if not isinstance(data, dict) or os.name != "posix":
+        return None  # elsewhere: read the variables every time
+    return tuple(data.get(n) for n in _KEY_NAMES_B)
 
 
 def redact(text: str, secrets: Iterable[str] | None = None) -> str:
