@@ -112,7 +112,7 @@ def _raw_keys() -> tuple[bytes | None, ...] | None:
     data = getattr(os.environ, "_data", None)
     if not isinstance(data, dict) or os.name != "posix":
         return None  # elsewhere: read the variables every time
-    return tuple(data.get(n) for n in _KEY_NAMES_B)
+    return tuple(map(data.get, _KEY_NAMES_B))
 
 
 def redact(text: str, secrets: Iterable[str] | None = None) -> str:
