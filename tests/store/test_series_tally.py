@@ -18,6 +18,7 @@ from aqven.store.db import SCHEMA_VERSION, Database
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import COUNTED, finished_costs, read_tally
+from support.series_rows import create_series
 
 VARIANTS = ["as_written", "other"]
 
@@ -28,24 +29,7 @@ def _create(store: SeriesStore, plan: SeriesPlan) -> tuple[str, list[dict[str, A
         {"idx": i, "case_name": c, "dataset_id": "d", "side": plan.sides[c], "variant_id": v, "rep": r, "seed": i}
         for i, (c, v, r) in enumerate((c, v, r) for c in plan.cases for v in plan.variants for r in range(plan.repeats))
     ]
-    sid, _ = store.create(
-        kind="experiment",
-        experiment_id="e",
-        on="dev",
-        status="running",
-        plan=plan,
-        cap_usd="1",
-        project_cap_usd="10",
-        project_cap_source="default",
-        inputs_hash="h",
-        inputs={},
-        simulated=True,
-        client_op_id=None,
-        pause=None,
-        attempts=rows,
-        active_since=None,
-    )
-    return sid, rows
+    return create_series(store, plan, rows), rows
 
 
 def _random_series(store: SeriesStore, rng: random.Random) -> str:

@@ -20,6 +20,7 @@ from aqven.store.db import Database
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from support.series_kit import case_names, write_tiny
+from support.series_rows import create_series
 
 ROW_FIELDS = ("idx", "case_name", "dataset_id", "side", "variant_id", "rep", "seed", "status")
 
@@ -67,27 +68,7 @@ def _create(store: SeriesStore, plan: SeriesPlan, *, order_seed: int, sim_seed: 
         start=0,
         stop=fill.FIRST_ROWS,
     )
-    sid, _ = store.create(
-        kind="experiment",
-        experiment_id="e",
-        on="dev",
-        status="running",
-        plan=plan,
-        cap_usd="1",
-        project_cap_usd="10",
-        project_cap_source="default",
-        inputs_hash="h",
-        inputs={},
-        simulated=True,
-        client_op_id=None,
-        pause=None,
-        attempts=first,
-        active_since=None,
-        order_seed=order_seed,
-        sim_seed=sim_seed,
-        cells=fill.queued_cells(plan),
-    )
-    return sid
+    return create_series(store, plan, first, order_seed=order_seed, sim_seed=sim_seed, cells=fill.queued_cells(plan))
 
 
 def _rows(store: SeriesStore, sid: str) -> list[dict[str, Any]]:
@@ -148,23 +129,7 @@ def test_a_series_created_with_all_its_rows_is_left_alone(tmp_path: Path) -> Non
     rows = [
         {"idx": 0, "case_name": "case_00", "dataset_id": "d", "side": "holdout", "variant_id": "a", "rep": 0, "seed": 1}
     ]
-    sid, _ = store.create(
-        kind="look",
-        experiment_id=None,
-        on="any",
-        status="running",
-        plan=plan,
-        cap_usd="1",
-        project_cap_usd="1",
-        project_cap_source="default",
-        inputs_hash="h",
-        inputs={},
-        simulated=True,
-        client_op_id=None,
-        pause=None,
-        attempts=rows,
-        active_since=None,
-    )
+    sid = create_series(store, plan, rows, kind="look", experiment_id=None, on="any", project_cap_usd="1")
     assert fill.write_missing(store, sid) == 0 and store.attempt_count(sid) == 1
 
 
