@@ -386,10 +386,12 @@ def finish_estimate(svc: ProjectService, series_id: str) -> FinishEstimate:
     per = spent / len(costs)
     more = per * left
     # The runner holds the dearest attempt's cost for each attempt side by side; a held-out series that still
-    # runs shows no single attempt's cost, so it plans with twice the mean instead.
+    # runs shows no single attempt's cost, so it plans with twice the mean instead. The cap it offers ("enough
+    # to finish") prices every attempt left at that reserve, not at the mean: the attempts left may be the dear
+    # ones, and a cap offered as enough must not pause the series again unless an attempt costs more than any so far.
     reserve = per * 2 if is_sealed(s) and s.ended_at is None else max(costs)
     side_by_side = max(1, min(svc.project().config.concurrency, left))
-    cap = (spent + more + reserve * side_by_side) / PAUSE_AT
+    cap = (spent + reserve * left + reserve * side_by_side) / PAUSE_AT
     return FinishEstimate(
         done=done,
         left=left,
