@@ -194,20 +194,33 @@ def test_a_worker_killed_mid_attempt_is_replaced_and_its_attempts_resume_once(
 ) -> None:
     """Attempts held inside their model call; the worker holding some is SIGKILLed. The server replaces it, the
     attempts it held resume (run_resume) in a live worker, and each attempt ends with exactly one run."""
-    root = write_tiny(tmp_path / "tiny", case_names(10, 0), cap="10.00", concurrency=4)
+    n = 30
+    root = write_tiny(tmp_path / "tiny", case_names(n, 0), cap="10.00", concurrency=4)
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
         first = wait_until(lambda: [a for a in attempts(root, sid) if a["status"] == "running"])[0]
-        (hold / first["case_name"]).touch()  # the first attempt alone; then the ramp runs several side by side
+        (hold / first["case_name"]).touch()  # the first attempt alone; then several side by side
         wait_until(lambda: sum(a["status"] == "running" for a in attempts(root, sid)) >= 2)
-        wait_until(lambda: len(set(two_workers.read_text().split())) >= 2, timeout=60)  # calls in both workers
+
+        def calls_in_both_workers() -> bool:
+            # A worker still importing gets no work (workers.py sends it to a ready one): under load every running
+            # attempt may sit in one worker. Let the oldest one finish each time, so that new attempts are handed
+            # out and the other worker gets one once it is ready, and no held call waits until its timeout.
+            if len(set(two_workers.read_text().split())) >= 2:
+                return True
+            running = sorted((a for a in attempts(root, sid) if a["status"] == "running"), key=lambda a: a["idx"])
+            if running:
+                (hold / running[0]["case_name"]).touch()
+            return False
+
+        wait_until(calls_in_both_workers, timeout=90, step=1.0)
         holding = [int(p) for p in two_workers.read_text().split()]
         victim = holding[-1]  # it is inside a held call right now
         os.kill(victim, signal.SIGKILL)
         (hold / "open").touch()
         snap = settle(client, sid)
-        assert snap["status"] == "done" and snap["progress"]["done"] == 10
-        assert get(client, sid)["progress"]["counted"] == 10
+        assert snap["status"] == "done" and snap["progress"]["done"] == n
+        assert get(client, sid)["progress"]["counted"] == n
     final = attempts(root, sid)
     runs = runs_of(root, sid)
     assert all(a["status"] == "done" and a["outcome"] == "pass" for a in final)
