@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -33,7 +32,6 @@ import perf_common as pc
 
 COUNTED = ("pass", "fail", "model_failure")
 CREATE_MS: dict[int, float] = {}
-CHECK = [{"check_id": "says_ok", "passed": True, "score": None, "reason": "contains 'ok'", "cost_usd": "0"}]
 
 
 def build(root: Path, attempts: int) -> tuple[Any, str]:
@@ -53,15 +51,7 @@ def build(root: Path, attempts: int) -> tuple[Any, str]:
     CREATE_MS[attempts] = (time.perf_counter() - started) * 1000  # what POST /api/series does, without HTTP
     write_missing(svc.series.store, sid)  # the rows the server writes after its answer (research/series/fill.py)
     done = int(attempts * 0.9)
-    now = time.time()
-    with svc.db.transaction() as cur:
-        cur.execute(
-            "UPDATE attempts SET status='done', outcome='pass', value=1.0, checks=?, cost_usd='0.000016', unpriced=0,"
-            " run_id='run_' || idx, started_at='2026-01-01T00:00:00.000+00:00',"
-            " ended_at='2026-01-01T00:00:00.050+00:00', active_at_end=? - (? - idx) * 0.01"
-            " WHERE series_id=? AND idx < ?",
-            (json.dumps(CHECK), now - fields["active_since"], done, sid, done),
-        )
+    pc.mark_done(svc.db, sid, fields["active_since"], done)
     return svc, sid
 
 

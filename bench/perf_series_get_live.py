@@ -14,7 +14,6 @@ end). Prints the load average at the start and at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -27,8 +26,6 @@ os.environ["AQVEN_SIM_LATENCY_SCALE"] = "0"
 
 import perf_common as pc
 import scale
-
-CHECK = [{"check_id": "says_ok", "passed": True, "score": None, "reason": "contains 'ok'", "cost_usd": "0"}]
 
 
 def build(root: Path, attempts: int, live: int) -> str:
@@ -45,15 +42,7 @@ def build(root: Path, attempts: int, live: int) -> str:
     sid, _ = svc.series.store.create(**fields)
     write_missing(svc.series.store, sid)
     done = attempts - live
-    now = time.time()
-    with svc.db.transaction() as cur:
-        cur.execute(
-            "UPDATE attempts SET status='done', outcome='pass', value=1.0, checks=?, cost_usd='0.000016', unpriced=0,"
-            " run_id='run_' || idx, started_at='2026-01-01T00:00:00.000+00:00',"
-            " ended_at='2026-01-01T00:00:00.050+00:00', active_at_end=? - (? - idx) * 0.01"
-            " WHERE series_id=? AND idx < ?",
-            (json.dumps(CHECK), now - fields["active_since"], done, sid, done),
-        )
+    pc.mark_done(svc.db, sid, fields["active_since"], done)
     svc.db.close()
     return sid
 

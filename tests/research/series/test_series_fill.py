@@ -171,6 +171,17 @@ def test_a_series_runs_every_planned_attempt_once_when_its_rows_come_in_chunks(
     assert got["rows"] == expected
 
 
+def _answered_start(svc: ProjectService) -> str:
+    """What POST /api/series writes before it answers (24 attempts of `rate`, the first rows only), with no driver."""
+    fields = prepare_series(
+        svc.workspace(),
+        svc.engine(),
+        SeriesStartBody.model_validate({"experiment_id": "rate", "simulate": True, "repeats": 4}),
+    )
+    sid, _ = svc.series.store.create(**fields)
+    return sid
+
+
 def test_a_dead_servers_half_written_series_is_completed_and_run_by_the_next_one(
     tiny_env: Path, small_chunks: None, tmp_path: Path
 ) -> None:
@@ -178,12 +189,7 @@ def test_a_dead_servers_half_written_series_is_completed_and_run_by_the_next_one
     its driver starts anything, and runs each attempt once."""
     root = write_tiny(tmp_path / "tiny", case_names(6, 2))
     dead = ProjectService(root)
-    fields = prepare_series(
-        dead.workspace(),
-        dead.engine(),
-        SeriesStartBody.model_validate({"experiment_id": "rate", "simulate": True, "repeats": 4}),
-    )
-    sid, _ = dead.series.store.create(**fields)
+    sid = _answered_start(dead)
     assert dead.series.store.attempt_count(sid) == 7
     dead.db.close()
 
@@ -206,12 +212,7 @@ def test_a_dead_servers_half_written_series_is_completed_and_run_by_the_next_one
 def test_cancel_waits_for_the_rows_and_nothing_starts(tiny_env: Path, small_chunks: None, tmp_path: Path) -> None:
     root = write_tiny(tmp_path / "tiny", case_names(6, 2))
     svc = ProjectService(root)
-    fields = prepare_series(
-        svc.workspace(),
-        svc.engine(),
-        SeriesStartBody.model_validate({"experiment_id": "rate", "simulate": True, "repeats": 4}),
-    )
-    sid, _ = svc.series.store.create(**fields)  # no driver: a start that answered, its rows still coming
+    sid = _answered_start(svc)  # no driver: a start that answered, its rows still coming
 
     async def go() -> dict[str, Any]:
         snap = await svc.series.cancel(sid, "changed my mind")
