@@ -7,6 +7,7 @@ human answer or a server restart) reuses what finished and runs only the rest.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
@@ -41,6 +42,14 @@ class WaitingHuman(Exception):
         self.node_id = node_id
 
 
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """A run `Engine.begin` marked running: what `Engine.proceed` runs."""
+
+    run_id: str
+    request: RunRequest
+
+
 @dataclass
 class _Scope:
     input: Any
@@ -67,6 +76,10 @@ class Engine:
         self._patch_for = patch_for or (lambda _req: None)
         self._compiled: dict[tuple[str, str | None, str | None], CompiledFlow] = {}
         self._spans: dict[tuple[str, str | None, str | None, str | None, str | None], tuple[int, int, set[str]]] = {}
+        # Writes of a run held back to share the transaction of the write that follows them in the same synchronous
+        # step (a node's start and its model request; a model's response and its node's end): each commit costs
+        # about as much as the writes it holds. Only ever held where the next write comes before any wait.
+        self._held: dict[str, list[Callable[[], None]]] = {}
 
     # ---- preparing ----
 
@@ -133,30 +146,44 @@ class Engine:
     async def execute(self, run_id: str) -> RunRecord:
         """Execute (or resume) a run to its end, or until a human node waits."""
         with self.runs.db.batch():  # the writes of each stretch between two waits are one transaction
-            record = self.runs.get(run_id)
-            if record.status in ("done", "failed"):
-                return record
-            request = record.request
-            resumed = bool(self.runs.events(run_id, limit=1))
-            self.runs.set_status(run_id, "running")
-            self.runs.append_event(
-                run_id,
-                "run_resume" if resumed else "run_start",
-                None,
-                {
-                    "flow_id": request.flow_id,
-                    "from": request.from_node,
-                    "to": request.to_node,
-                    "case": request.case_name,
-                    "simulate": request.simulate,
-                },
-            )
+            begun = self.begin(run_id)
+        return begun if isinstance(begun, RunRecord) else await self.proceed(begun)
+
+    def begin(self, run_id: str) -> RunRecord | Begun:
+        """The synchronous start of `execute`: the run's record when it already ended, else its request, with the
+        run marked running and its start (or resume) traced. Inside a caller's batch, the caller's writes before
+        the run (a series attempt's) share its transaction."""
+        record = self.runs.get(run_id)
+        if record.status in ("done", "failed"):
+            return record
+        self._held.pop(run_id, None)  # nothing of an earlier execution is left to write
+        request = record.request
+        resumed = bool(self.runs.events(run_id, limit=1))
+        self.runs.set_status(run_id, "running")
+        self.runs.append_event(
+            run_id,
+            "run_resume" if resumed else "run_start",
+            None,
+            {
+                "flow_id": request.flow_id,
+                "from": request.from_node,
+                "to": request.to_node,
+                "case": request.case_name,
+                "simulate": request.simulate,
+            },
+        )
+        return Begun(run_id, request)
+
+    async def proceed(self, begun: Begun) -> RunRecord:
+        """Run a begun run (`begin`) to its end, or until a human node waits."""
+        run_id, request = begun.run_id, begun.request
         started = time.perf_counter()
         try:
             flow = self.prepare(request)
             output = await self._run_flow(run_id, flow, request, prefix="", top=True)
         except WaitingHuman:
             with self.runs.db.batch():
+                self._flush(run_id)
                 self.runs.set_status(run_id, "waiting_human")
                 return self.runs.get(run_id)
         except AqvenError as exc:
@@ -166,6 +193,7 @@ class Engine:
         except Exception as exc:  # a defect of ours: the run fails as infrastructure, the server goes on
             return self._fail(run_id, "ENGINE_ERROR", f"{type(exc).__name__}: {exc}", "infra", None)
         with self.runs.db.batch():
+            self._flush(run_id)
             self.runs.append_event(
                 run_id,
                 "run_end",
@@ -175,8 +203,17 @@ class Engine:
             self.runs.finish(run_id, status="done", output=output, outcome="ok")
             return self.runs.get(run_id)
 
+    def _hold(self, run_id: str, write: Callable[[], None]) -> None:
+        self._held.setdefault(run_id, []).append(write)
+
+    def _flush(self, run_id: str) -> None:
+        """Write what the run held back (inside the caller's batch)."""
+        for write in self._held.pop(run_id, ()):
+            write()
+
     def _fail(self, run_id: str, code: str, message: str, outcome: str, node_id: str | None) -> RunRecord:
         with self.runs.db.batch():
+            self._flush(run_id)
             self.runs.append_event(
                 run_id, "run_end", node_id, {"status": "failed", "code": code, "message": message, "outcome": outcome}
             )
@@ -214,6 +251,9 @@ class Engine:
         prefix: str,
         done: dict[str, Any],
     ) -> None:
+        if len(nodes) == 1:  # the usual flow of one llm node: no task to schedule and gather
+            await self._run_node(run_id, nodes[0], scope, request, prefix, done)
+            return
         tasks: dict[str, asyncio.Task[None]] = {}
         local_ids = {n.id for n in nodes}
 
@@ -240,10 +280,11 @@ class Engine:
             scope.nodes[node.id] = done[path]
             return
         inputs = resolve(node.inputs, scope.as_dict())
-        if node.kind != "group":
-            self.runs.append_event(run_id, "node_start", path, {"kind": node.kind, "inputs": inputs})
+        opening = {"kind": node.kind, "inputs": inputs} if node.kind != "group" else {"kind": node.kind}
+        if node.kind == "llm":  # written with its first model request, which follows before any wait
+            self._hold(run_id, functools.partial(self.runs.append_event, run_id, "node_start", path, opening))
         else:
-            self.runs.append_event(run_id, "node_start", path, {"kind": node.kind})
+            self.runs.append_event(run_id, "node_start", path, opening)
         started = time.perf_counter()
         try:
             output = await self._dispatch(run_id, node, inputs, scope, request, prefix, done)
@@ -251,15 +292,19 @@ class Engine:
             raise
         except AqvenError as exc:
             exc.details.setdefault("node_id", path)
-            self.runs.append_event(run_id, "node_error", path, {"code": exc.code, "message": exc.message})
+            with self.runs.db.batch():
+                self._flush(run_id)
+                self.runs.append_event(run_id, "node_error", path, {"code": exc.code, "message": exc.message})
             raise
         scope.nodes[node.id] = output
-        self.runs.append_event(
-            run_id,
-            "node_end",
-            path,
-            {"output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
-        )
+        with self.runs.db.batch():
+            self._flush(run_id)  # an llm node's response
+            self.runs.append_event(
+                run_id,
+                "node_end",
+                path,
+                {"output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
+            )
 
     async def _dispatch(
         self,
@@ -323,19 +368,21 @@ class Engine:
                 case_name=request.case_name,
                 retry=attempt,
             )
-            self.runs.append_event(
-                run_id,
-                "model_request",
-                path,
-                {
-                    "agent": node.agent.id,
-                    "model": node.agent.model,
-                    "simulated": request.simulate,
-                    "prompt": prompt,
-                    "output_mode": node.agent.output_mode,
-                    "attempt": attempt,
-                },
-            )
+            with self.runs.db.batch():
+                self._flush(run_id)  # the node's start
+                self.runs.append_event(
+                    run_id,
+                    "model_request",
+                    path,
+                    {
+                        "agent": node.agent.id,
+                        "model": node.agent.model,
+                        "simulated": request.simulate,
+                        "prompt": prompt,
+                        "output_mode": node.agent.output_mode,
+                        "attempt": attempt,
+                    },
+                )
 
             def on_event(kind: str, data: dict[str, Any]) -> None:
                 self.runs.append_event(run_id, kind, path, data)
@@ -411,8 +458,8 @@ class Engine:
             rate_limit.record(slot, result.input_tokens + result.output_tokens)
             if not request.simulate:
                 outage.reached(node.agent)
-            with self.runs.db.batch():
-                self._record_response(run_id, path, result)
+            # Written with the node's end, which follows at once (`_run_node`).
+            self._hold(run_id, functools.partial(self._record_response, run_id, path, result))
             return result.output
 
     def _record_response(self, run_id: str, path: str, result: CallResult) -> None:

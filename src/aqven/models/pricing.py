@@ -19,12 +19,14 @@ cache tokens (pydantic-ai's usage counts them in ``input_tokens``); cached token
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import threading
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Final
@@ -180,6 +182,14 @@ def genai_price(provider: str, names: Sequence[str], tokens: Tokens) -> Decimal 
     provider_id = spec.genai_id if spec else None
     if provider_id is None:
         return None  # an OpenAI-compatible server of unknown pricing: never guess
+    # genai-prices' prices change by date or by time of day (off-peak hours, to the minute): the same usage in the
+    # same minute has the same price, and a series asks for it once per attempt.
+    minute = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M")
+    return _genai_price(provider_id, tuple(dict.fromkeys(n for n in names if n)), tokens, minute)
+
+
+@functools.lru_cache(maxsize=4096)
+def _genai_price(provider_id: str, names: tuple[str, ...], tokens: Tokens, minute: str) -> Decimal | None:
     from genai_prices import Usage, calc_price  # loads its price data on import: only a call to price pays for it
 
     usage = Usage(
@@ -188,7 +198,7 @@ def genai_price(provider: str, names: Sequence[str], tokens: Tokens) -> Decimal 
         cache_read_tokens=tokens.cache_read or None,
         cache_write_tokens=tokens.cache_write or None,
     )
-    for name in dict.fromkeys(n for n in names if n):
+    for name in names:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

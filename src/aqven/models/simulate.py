@@ -25,6 +25,7 @@ The reply's ``latency_s`` is slept, scaled by ``AQVEN_SIM_LATENCY_SCALE`` (defau
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 from collections.abc import Callable
@@ -77,7 +78,14 @@ def simulator_path(project_root: Path, ref: str) -> tuple[Path, str]:
         raise ValueError(f"simulator must be 'file.py:function'; got {ref!r}")
     if not target.endswith(".py") and "/" not in target and "\\" not in target:
         target = target.replace(".", "/") + ".py"
-    return inside(project_root, project_root, target), name
+    return _simulator_file(project_root, target), name
+
+
+@functools.lru_cache(maxsize=256)
+def _simulator_file(project_root: Path, target: str) -> Path:
+    """The checked path of a simulator file, once per process (every simulated call looks its simulator up; a
+    path that leaves the project raises, and is not kept)."""
+    return inside(project_root, project_root, target)
 
 
 def load_simulator(agent: AgentSpec, project_root: Path) -> Simulator:

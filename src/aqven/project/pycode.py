@@ -10,6 +10,7 @@ names it) or, for simulators and checks, also the module form `package.module:fu
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import re
@@ -53,10 +54,18 @@ def _rel(root: Path, file: Path) -> str:
         return str(file)
 
 
+@functools.lru_cache(maxsize=1024)
+def _real(path: Path) -> Path:
+    """`path.resolve()`, once per process: a simulator or check is loaded on every attempt, and resolving walks
+    the path with a system call per part. A symlink retargeted later is not seen (the file's edits are: the
+    module is keyed by its size and mtime)."""
+    return path.resolve()
+
+
 def load_module(root: Path, file: Path) -> ModuleType:
     """Import `file` (inside `root`); reloads when the file changed. Errors become `E_CODE_IMPORT`."""
-    root = root.resolve()
-    file = file.resolve()
+    root = _real(root)
+    file = _real(file)
     try:
         stat = file.stat()
     except (OSError, ValueError):

@@ -264,6 +264,7 @@ class Database:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock = threading.RLock()
         self._depth = 0  # open transactions of the lock's holder (a batch and what it groups)
+        self.generation = 0  # counts rollbacks: what a store remembers of its own writes is good within one
         self._conn = self._connect()
         self._conn.execute("PRAGMA journal_mode=WAL")
         # Held-out inputs and outputs live here: only this user reads them (SQLite gives -wal/-shm the same mode).
@@ -334,6 +335,7 @@ class Database:
             try:
                 yield cur
             except BaseException:
+                self.generation += 1
                 cur.execute("ROLLBACK" if outer else "ROLLBACK TO nested")
                 if not outer:
                     cur.execute("RELEASE nested")

@@ -64,9 +64,19 @@ def _where(flow_id: str | None, status: str | None, series_id: str | None) -> tu
     return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), tuple(params)
 
 
+_INSERT_EVENT = "INSERT INTO events (run_id, seq, ts, kind, node_id, data) VALUES (?, ?, ?, ?, ?, ?)"
+_SEQS_KEPT = 10_000  # runs whose last event seq a store remembers (a series runs far fewer at once)
+
+
+def _max_seq(cur: sqlite3.Cursor, run_id: str) -> int:
+    row = cur.execute("SELECT COALESCE(MAX(seq), 0) AS s FROM events WHERE run_id=?", (run_id,)).fetchone()
+    return int(row["s"])
+
+
 class RunStore:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._last_seq: dict[str, tuple[int, int]] = {}  # run -> (db generation, the last seq this store wrote)
 
     # ---- runs ----
 
@@ -236,17 +246,23 @@ class RunStore:
 
     def append_event(
         self, run_id: str, kind: str, node_id: str | None = None, data: dict[str, Any] | None = None
-    ) -> TraceEvent:
+    ) -> None:
         ts = now_iso()
         payload = _stored(data or {})
         with self.db.transaction() as cur:
-            row = cur.execute("SELECT COALESCE(MAX(seq), 0) AS s FROM events WHERE run_id=?", (run_id,)).fetchone()
-            seq = row["s"] + 1
-            cur.execute(
-                "INSERT INTO events (run_id, seq, ts, kind, node_id, data) VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, seq, ts, kind, node_id, payload),
-            )
-        return TraceEvent(run_id=run_id, seq=seq, ts=ts, kind=kind, node_id=node_id, data=json.loads(payload))
+            # The next seq follows the last this store wrote for the run (no MAX read per event) while no
+            # transaction rolled back since. Another process that wrote the run's events meanwhile (a worker that
+            # resumed it) took that seq: the insert then fails, and the seq is read again.
+            last = self._last_seq.get(run_id)
+            seq = last[1] + 1 if last is not None and last[0] == self.db.generation else _max_seq(cur, run_id) + 1
+            try:
+                cur.execute(_INSERT_EVENT, (run_id, seq, ts, kind, node_id, payload))
+            except sqlite3.IntegrityError:
+                seq = _max_seq(cur, run_id) + 1
+                cur.execute(_INSERT_EVENT, (run_id, seq, ts, kind, node_id, payload))
+            if len(self._last_seq) >= _SEQS_KEPT:
+                self._last_seq.clear()
+            self._last_seq[run_id] = (self.db.generation, seq)
 
     def events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[TraceEvent]:
         rows = self.db.query(

@@ -151,18 +151,18 @@ def test_a_second_429_counts_as_an_infra_error(fp: FakeProvider, tmp_path: Path)
 def test_an_internal_error_in_one_attempt_does_not_stop_the_series(
     tiny_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from aqven.engine.runner import Engine
+    from aqven.engine.runner import Begun, Engine
     from aqven.store.records import RunRecord
 
     broken = first_on("dev", "boom")
-    real = Engine.execute
+    real = Engine.proceed  # what runs an attempt's run once it began
 
-    async def execute(self: Engine, run_id: str) -> RunRecord:
-        if self.runs.get(run_id).request.case_name == broken:
+    async def proceed(self: Engine, begun: Begun) -> RunRecord:
+        if begun.request.case_name == broken:
             raise KeyError("a bug")
-        return await real(self, run_id)
+        return await real(self, begun)
 
-    monkeypatch.setattr(Engine, "execute", execute)
+    monkeypatch.setattr(Engine, "proceed", proceed)
     root = write_tiny(tmp_path / "tiny", [*case_names(25, 0), broken])
     with client_for(root) as client:
         snap = settle(client, start(client, experiment_id="rate", simulate=True)["series"]["series_id"])

@@ -21,6 +21,7 @@ from aqven.research.checks.scoring import AttemptView, score_checks
 from aqven.research.experiments.inputs import attempt_inputs_hash
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.series.start import request_for
+from aqven.store.records import RunRecord
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import AttemptRow, SeriesRow
@@ -76,7 +77,8 @@ async def run_attempt(
     except NotFoundError as exc:
         return AttemptResult(outcome="infra", code=exc.code, message=exc.message, cost=dec(a.cost_usd))
     started_on = a.inputs_hash
-    with runs.db.batch():  # one transaction for the attempt's writes before its run
+    runner = engine()
+    with runs.db.batch():  # one transaction for the attempt's writes before its run, and the run's start
         if started_on is None:  # what the attempt starts on (a wait for a person keeps it)
             started_on = inputs_hash(s, ws)
             store.set_attempt_inputs(s.id, a.idx, started_on)
@@ -87,7 +89,8 @@ async def run_attempt(
                 run_id=run_id,
                 side=a.side,  # the attempt's side: what may be shown of the run never depends on a later split
             )
-    record = await engine().execute(run_id)
+        begun = runner.begin(run_id)
+    record = begun if isinstance(begun, RunRecord) else await runner.proceed(begun)
     if record.status == "waiting_human":
         return AttemptResult(waiting=True)
     prior = dec(a.cost_usd)  # what an earlier, rate-limited try of this attempt spent
