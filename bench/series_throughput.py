@@ -6,7 +6,9 @@ setting of `workers` (aqven.yaml), each on a fresh copy of the project, `--round
 prints attempts/s, CPU per attempt (this process and its workers) and the load average at each start, then the
 ratio of the medians. `workers: 1` is the server alone (one core); `workers: 2` is two worker processes that run
 the attempts while this process decides. The workers are started and ready before the timing starts (a server
-starts them when it starts); the CPU figure includes their start.
+starts them when it starts); the CPU figure counts what they spent from the start of the timing (read from /proc
+on Linux; elsewhere their start, a few seconds of imports and project load each, is included and said so), and
+each process's share of the wall time (how busy it kept its core).
 
     .venv/bin/python bench/series_throughput.py [--repeats 2] [--workers 1,2 --rounds 2] [--profile]
 """
@@ -22,6 +24,7 @@ import resource
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ["AQVEN_SIM_LATENCY_SCALE"] = "0"
@@ -37,12 +40,31 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
-async def run(root: Path, repeats: int, experiment: str) -> tuple[int, float]:
-    """(attempts done, wall seconds from the start of the series to its end)."""
+def _proc_cpu(pid: int) -> float | None:
+    """CPU seconds a live process has used so far (Linux /proc), or None where that cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass
+class Timed:
+    done: int  # attempts done
+    wall: float  # seconds from the start of the series to its end
+    workers_before: float | None  # CPU seconds the workers had used when the timing started (their start)
+
+
+async def run(root: Path, repeats: int, experiment: str) -> Timed:
     svc = ProjectService(root)
     warm = time.perf_counter()
+    before: float | None = 0.0
     if await svc.series.runner.warm():  # as in a server that has been up for a while: its workers are ready
         print(f"  workers started and ready in {time.perf_counter() - warm:.2f} s (before the timing)")
+        pool = svc.series.runner._workers  # the bench reads the pool's pids: no API gives them
+        spent = [_proc_cpu(pid) for pid in (pool.pids() if pool is not None else [])]
+        before = None if None in spent else sum(x for x in spent if x is not None)
     started = time.perf_counter()
     out = await svc.series.start(
         SeriesStartBody(experiment_id=experiment, on="dev", repeats=repeats, simulate=True, cap_usd=None)
@@ -58,7 +80,7 @@ async def run(root: Path, repeats: int, experiment: str) -> tuple[int, float]:
         f"{state['verdict']['verdict'] if state['verdict'] else '-'})"
     )
     await svc.shutdown()
-    return n, wall
+    return Timed(n, wall, before)
 
 
 def project(base: Path, name: str, *, workers: int = 1, concurrency: int | None = None) -> Path:
@@ -80,14 +102,18 @@ def compare(base: Path, settings: list[int], rounds: int, repeats: int, experime
             root = project(base, f"r{r}-w{w}", workers=w, concurrency=concurrency)
             load = os.getloadavg()
             own0, kids0 = _cpu()
-            n, wall = asyncio.run(run(root, repeats, experiment))
+            t = asyncio.run(run(root, repeats, experiment))
             own1, kids1 = _cpu()
-            own, kids = (own1 - own0) / n, (kids1 - kids0) / n
+            n, wall = t.done, t.wall
+            start = t.workers_before
+            own, kids = (own1 - own0) / n, (kids1 - kids0 - (start or 0.0)) / n
             rates[w].append(n / wall)
             cpus[w].append((own, kids))
+            counted = "their start included" if start is None else f"their start ({start:.1f} s) not counted"
+            busy = f"busy {own * n / wall:.0%}" + (f" + workers {kids * n / wall / w:.0%} each" if w > 1 else "")
             print(
                 f"  workers {w} (round {r + 1}): {n / wall:.1f} attempts/s; CPU/attempt {(own + kids) * 1000:.2f} ms"
-                f" (this process {own * 1000:.2f} + workers {kids * 1000:.2f}, their start included);"
+                f" (this process {own * 1000:.2f} + workers {kids * 1000:.2f}, {counted}; {busy} of the wall time);"
                 f" load avg at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
             )
     medians = {w: statistics.median(v) for w, v in rates.items()}

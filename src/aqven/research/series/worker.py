@@ -2,10 +2,12 @@
 
     main([ROOT, SERVER_PID, WORKERS])    (started by research/series/workers.py, bound to the server's life first)
 
-It reads ("run", job, series_id, attempt, run_id) and ("cancel", job) from stdin and answers ("ready", pid),
-("done", job, AttemptResult) or ("error", job, text) on stdout, pickled. Several attempts run side by side on
-its event loop, their CPU phases in FIFO order (aqven.models.gate), as in the server. It reads the project files
-again when they change, as the server does. When its stdin ends the server is gone, and it exits at once.
+It reads ("run", job, series_id, attempt, run_id), ("cancel", job) and ("stop",) from stdin and answers
+("ready", pid), ("done", job, AttemptResult) or ("error", job, text) on stdout, in frames of pickled messages read
+on its event loop (research/series/workers.py). Several attempts run side by side on its event loop, their CPU
+phases in FIFO order (aqven.models.gate), as in the server. It reads the project files again when they change, as
+the server does. When its stdin ends the server is gone, and it exits at once; a watch thread also exits it when
+its parent changes (the server died while the loop was busy in a long step).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import contextlib
 import cProfile
 import logging
 import os
-import pickle
 import sys
 import threading
 import time
@@ -29,7 +30,7 @@ from aqven.project.paths import DB_FILE, state_dir
 from aqven.project.watch import FINGERPRINT_EVERY_S, Fingerprint, fingerprint
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.series.attempt import run_attempt
-from aqven.research.series.workers import send
+from aqven.research.series.workers import Outbox, read_pipe, write
 from aqven.store.db import Database
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
@@ -69,7 +70,7 @@ class Live:
 
 
 class Worker:
-    def __init__(self, root: Path, out: IO[bytes]) -> None:
+    def __init__(self, root: Path, out: Outbox) -> None:
         db = Database(state_dir(root) / DB_FILE)
         self.runs = RunStore(db)
         self.store = SeriesStore(db)
@@ -111,27 +112,33 @@ class Worker:
             answer = ("error", job, f"{type(exc).__name__}: {exc}")
         finally:
             self.tasks.pop(job, None)
-        send(self.out, answer)
+        with contextlib.suppress(OSError):  # the server is gone: this process is about to end
+            self.out.put(answer)
+
+
+PARENT_CHECK_S = 0.5
+
+
+def _watch_parent(server_pid: int) -> None:
+    """Exit when the server is gone even while the loop is busy (the kernel does it on Linux already)."""
+    while True:
+        time.sleep(PARENT_CHECK_S)
+        if os.getppid() != server_pid:
+            os._exit(0)
 
 
 async def serve(root: Path, inp: IO[bytes], out: IO[bytes]) -> None:
-    worker = Worker(root, out)
     loop = asyncio.get_running_loop()
-
-    def read() -> None:
-        with contextlib.suppress(Exception):
-            while True:
-                loop.call_soon_threadsafe(worker.handle, pickle.load(inp))
-        os._exit(0)  # stdin ended: the server is gone; stop now, mid-attempt or not (the next server resumes it)
-
+    worker = Worker(root, Outbox(loop, out))
     worker.live.engine()  # the project loaded before the first attempt comes
-    send(out, ("ready", os.getpid()))
-    threading.Thread(target=read, name="aqven-worker-stdin", daemon=True).start()
+    write(out, [("ready", os.getpid())])
+    # stdin ended: the server is gone; stop now, mid-attempt or not (the next server resumes it)
+    read_pipe(loop, inp, worker.handle, lambda: os._exit(0))
     await asyncio.Event().wait()
 
 
 def main(argv: list[str]) -> None:
-    root, workers = Path(argv[0]), int(argv[2])
+    root, server_pid, workers = Path(argv[0]), int(argv[1]), int(argv[2])
     # stdout carries the answers only: anything a project's code prints goes to stderr (the server's log).
     out = os.fdopen(os.dup(1), "wb")
     inp = os.fdopen(os.dup(0), "rb")
@@ -139,6 +146,7 @@ def main(argv: list[str]) -> None:
     sys.stdout = sys.stderr
     logging.basicConfig(level=logging.WARNING, format=f"worker {os.getpid()}: %(levelname)s %(name)s %(message)s")
     rate_limit.share(workers)  # a provider's rpm / tpm are the server's: each worker keeps its share of them
+    threading.Thread(target=_watch_parent, args=(server_pid,), name="aqven-worker-parent", daemon=True).start()
     if PROFILE is not None:
         PROFILE.enable()
     asyncio.run(serve(root, inp, out))

@@ -23,10 +23,12 @@ import itertools
 import logging
 import os
 import pickle
+import struct
 import subprocess
 import sys
 import threading
 from asyncio import AbstractEventLoop, Future, get_running_loop
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -68,14 +70,137 @@ main(sys.argv[1:])
 """
 
 
-def send(stream: IO[bytes], message: Any) -> None:
-    pickle.dump(message, stream, protocol=pickle.HIGHEST_PROTOCOL)
+# The wire: frames of a 4-byte length and a pickled list of messages, read on the event loop (no reader thread, so
+# no hand-off of the interpreter lock per message), written once per turn of the loop with every message of the turn.
+_HEAD = struct.Struct("<I")
+
+
+def frame(messages: list[Any]) -> bytes:
+    body = pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEAD.pack(len(body)) + body
+
+
+class Frames:
+    """The messages in a byte stream of frames, as its pieces arrive (a frame split across reads waits for its rest)."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Any]:
+        self._buffer += data
+        out: list[Any] = []
+        start = 0
+        while len(self._buffer) - start >= _HEAD.size:
+            (size,) = _HEAD.unpack_from(self._buffer, start)
+            end = start + _HEAD.size + size
+            if len(self._buffer) < end:
+                break
+            out.extend(pickle.loads(memoryview(self._buffer)[start + _HEAD.size : end]))
+            start = end
+        del self._buffer[:start]
+        return out
+
+
+class Outbox:
+    """Messages to the other side, sent together at the end of the loop's turn: attempts claimed (or finished) in
+    one turn cost one write, and one wake-up of the process that reads them. Loop thread only."""
+
+    def __init__(self, loop: AbstractEventLoop, stream: IO[bytes]) -> None:
+        self._loop = loop
+        self.stream = stream
+        self._queue: list[Any] = []
+        self.closed = False
+
+    def put(self, message: Any) -> None:
+        if self.closed:
+            raise BrokenPipeError("the other side is gone")
+        self._queue.append(message)
+        if len(self._queue) == 1:
+            self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        messages, self._queue = self._queue, []
+        if messages and not self.closed:
+            with contextlib.suppress(OSError, ValueError):  # the reader is gone: its end is seen on the other pipe
+                write(self.stream, messages)
+
+    def close(self) -> None:
+        self.closed = True
+        self._queue.clear()
+
+
+def write(stream: IO[bytes], messages: list[Any]) -> None:
+    stream.write(frame(messages))
     stream.flush()
+
+
+class _Reader(asyncio.Protocol):
+    """The loop's end of a pipe: each message to `on_message`, the pipe's end (or a torn frame) to `on_end`."""
+
+    def __init__(self, on_message: Callable[[Any], None], on_end: Callable[[], None]) -> None:
+        self._frames = Frames()
+        self._on_message = on_message
+        self._on_end = on_end
+        self._transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            messages = self._frames.feed(data)
+        except Exception:  # a torn or garbled frame: the writer died mid-write
+            if self._transport is not None:
+                self._transport.close()
+            return
+        for message in messages:
+            self._on_message(message)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_end()
+
+
+def read_pipe(
+    loop: AbstractEventLoop, stream: IO[bytes], on_message: Callable[[Any], None], on_end: Callable[[], None]
+) -> None:
+    """Call `on_message` on the loop for each message read from `stream`, then `on_end` once when it ends. On the
+    loop itself where it can watch a pipe (POSIX); on a thread of its own elsewhere."""
+
+    async def connect() -> None:
+        try:
+            await loop.connect_read_pipe(lambda: _Reader(on_message, on_end), stream)
+        except (NotImplementedError, OSError, ValueError):
+            threading.Thread(target=_read_in_thread, args=(loop, stream, on_message, on_end), daemon=True).start()
+
+    _keep(loop.create_task(connect()))
+
+
+def _read_in_thread(
+    loop: AbstractEventLoop, stream: IO[bytes], on_message: Callable[[Any], None], on_end: Callable[[], None]
+) -> None:
+    frames = Frames()
+    with contextlib.suppress(Exception):  # EOF, a torn frame, a closed stream
+        read = getattr(stream, "read1", stream.read)
+        while data := read(1 << 16):
+            for message in frames.feed(data):
+                loop.call_soon_threadsafe(on_message, message)
+    with contextlib.suppress(RuntimeError):  # the loop is closed: its process is ending anyway
+        loop.call_soon_threadsafe(on_end)
+
+
+_tasks: set[asyncio.Task[Any]] = set()
+
+
+def _keep(task: asyncio.Task[Any]) -> None:
+    """Hold a reference to a background task until it ends (the loop keeps only weak ones)."""
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
 
 
 @dataclass(eq=False)
 class _Worker:
     proc: subprocess.Popen[bytes]
+    outbox: Outbox
     pending: dict[int, Future[AttemptResult]] = field(default_factory=dict)
     ready: bool = False  # it has loaded its modules and answers (a fresh one takes a few seconds)
     alive: bool = True
@@ -103,19 +228,18 @@ class WorkerPool:
         future: Future[AttemptResult] = self._loop.create_future()
         worker.pending[job] = future
         try:
-            assert worker.proc.stdin is not None
-            send(worker.proc.stdin, ("run", job, s.id, attempt, run_id))
-        except OSError as exc:  # its stdin is closed: it is dying, and its reader reports it
+            worker.outbox.put(("run", job, s.id, attempt, run_id))
+        except OSError as exc:  # its pipes are closed: it died
             worker.pending.pop(job, None)
             raise WorkerDied(f"worker {worker.proc.pid} took no more work ({type(exc).__name__})") from exc
+        # A write that fails later (the worker died meanwhile) is not an error here: its end fails `future`.
         try:
             return await future
         except BaseException:
             if not future.done():  # cancelled here: stop it there too (a stopped attempt is resumed later)
                 worker.pending.pop(job, None)
-                with contextlib.suppress(OSError):
-                    assert worker.proc.stdin is not None
-                    send(worker.proc.stdin, ("cancel", job))
+                with contextlib.suppress(OSError, RuntimeError):
+                    worker.outbox.put(("cancel", job))
             raise
 
     async def ready(self, timeout: float = 60.0) -> bool:
@@ -134,10 +258,9 @@ class WorkerPool:
     def close(self) -> None:
         """Stop every worker: an attempt it held stays running in the database and is resumed by the next start."""
         self._closed = True
-        for w in self._workers:
+        for w in self._workers:  # written now: this may run on a thread, and the loop may not turn again
             with contextlib.suppress(OSError, ValueError):
-                assert w.proc.stdin is not None
-                send(w.proc.stdin, ("stop",))
+                write(w.outbox.stream, [("stop",)])
         for w in self._workers:
             with contextlib.suppress(Exception):
                 w.proc.wait(timeout=STOP_WAIT_S)
@@ -170,25 +293,25 @@ class WorkerPool:
             env=env,
             close_fds=True,  # the server's lock and database stay its own
         )
-        worker = _Worker(proc)
-        threading.Thread(target=self._read, args=(worker,), name=f"aqven-worker-{proc.pid}", daemon=True).start()
+        assert proc.stdin is not None and proc.stdout is not None
+        worker = _Worker(proc, Outbox(self._loop, proc.stdin))
+        read_pipe(self._loop, proc.stdout, lambda m: self._answer(worker, m), lambda: self._ended(worker))
         return worker
 
-    def _read(self, worker: _Worker) -> None:
-        """The worker's answers, on a thread of their own; when its stdout ends, it is dead (made sure of here)."""
-        assert worker.proc.stdout is not None
-        try:
-            while True:
-                message = pickle.load(worker.proc.stdout)
-                self._loop.call_soon_threadsafe(self._answer, worker, message)
-        except Exception:  # EOF, or a torn message from a killed worker
-            pass
+    def _ended(self, worker: _Worker) -> None:
+        """The worker's stdout ended (or tore): it is dead, or dying. Its attempts fail once it is surely gone."""
+        worker.outbox.close()
+        _keep(self._loop.create_task(self._bury(worker)))
+
+    async def _bury(self, worker: _Worker) -> None:
         with contextlib.suppress(OSError):
             worker.proc.kill()
-        with contextlib.suppress(Exception):
-            worker.proc.wait()
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the server is gone too
-            self._loop.call_soon_threadsafe(self._died, worker)
+        try:
+            await asyncio.to_thread(worker.proc.wait)
+        except RuntimeError:  # the loop's executor is shut down (the server is stopping): a killed process ends fast
+            with contextlib.suppress(Exception):
+                worker.proc.wait(timeout=10)
+        self._died(worker)
 
     def _answer(self, worker: _Worker, message: tuple[Any, ...]) -> None:
         kind = message[0]
