@@ -137,6 +137,8 @@ def test_a_plan_is_parsed_once_per_series(tmp_path: Path, monkeypatch: pytest.Mo
 
 def _back_to_version_7(cur: sqlite3.Cursor) -> None:
     cur.execute("DROP TRIGGER attempts_cells")
+    cur.execute("DROP TABLE series_seq")
+    cur.execute("DROP INDEX attempts_rate_limited")
     cur.execute("DROP TABLE series_cells")
     cur.execute("DROP TABLE series_costs")
     cur.execute("DROP INDEX attempts_ends")

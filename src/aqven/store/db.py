@@ -19,7 +19,7 @@ from aqven.errors import DB_SCHEMA_NEWER, AqvenError
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -217,6 +217,47 @@ _MIGRATIONS: dict[int, str] = {
         unpriced = unpriced + excluded.unpriced, ends = ends + excluded.ends;
     INSERT INTO series_costs SELECT NEW.series_id, NEW.side, NEW.variant_id, NEW.cost_usd, 1
         WHERE NEW.cost_usd IS NOT NULL ON CONFLICT DO UPDATE SET n = n + excluded.n;
+    END;
+    """,
+    # A change sequence on the kept tallies (store/series_tally.py KeptTally): every update of an attempt's
+    # tallied columns takes the next number of its series' counter (series_seq), and the cells and costs rows it
+    # changes carry it, so a reader that kept the tallies in memory reads only the rows changed since its last
+    # read (along the seq indexes) instead of every cell of the series. The finished attempts that hit a rate
+    # limit and run again at the end are indexed apart: a stop_early snapshot reads them (research/series/early.py).
+    9: """
+    CREATE TABLE series_seq (series_id TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+    ALTER TABLE series_cells ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE series_costs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX series_cells_seq ON series_cells(series_id, seq);
+    CREATE INDEX series_costs_seq ON series_costs(series_id, seq);
+    CREATE INDEX attempts_rate_limited ON attempts(series_id, case_name)
+        WHERE status='done' AND error_code='PROVIDER_RATE_LIMITED' AND reruns=0;
+    DROP TRIGGER attempts_cells;
+    CREATE TRIGGER attempts_cells
+    AFTER UPDATE OF series_id, side, variant_id, case_name, status, outcome, value, reruns, unpriced, cost_usd,
+        active_at_end ON attempts
+    BEGIN
+    INSERT INTO series_seq VALUES (OLD.series_id, 1) ON CONFLICT DO UPDATE SET n = n + 1;
+    INSERT INTO series_seq SELECT NEW.series_id, 1 WHERE NEW.series_id IS NOT OLD.series_id
+        ON CONFLICT DO UPDATE SET n = n + 1;
+    INSERT INTO series_cells VALUES (
+        OLD.series_id, OLD.side, OLD.variant_id, OLD.case_name, OLD.status, COALESCE(OLD.outcome, ''),
+        -1, -OLD.reruns, -COALESCE(OLD.value, 0), -OLD.unpriced, -(OLD.active_at_end IS NOT NULL),
+        (SELECT n FROM series_seq WHERE series_id = OLD.series_id)
+    ) ON CONFLICT DO UPDATE SET n = n + excluded.n, reruns = reruns + excluded.reruns, v = v + excluded.v,
+        unpriced = unpriced + excluded.unpriced, ends = ends + excluded.ends, seq = excluded.seq;
+    INSERT INTO series_costs SELECT OLD.series_id, OLD.side, OLD.variant_id, OLD.cost_usd, -1,
+        (SELECT n FROM series_seq WHERE series_id = OLD.series_id)
+        WHERE OLD.cost_usd IS NOT NULL ON CONFLICT DO UPDATE SET n = n + excluded.n, seq = excluded.seq;
+    INSERT INTO series_cells VALUES (
+        NEW.series_id, NEW.side, NEW.variant_id, NEW.case_name, NEW.status, COALESCE(NEW.outcome, ''),
+        1, NEW.reruns, COALESCE(NEW.value, 0), NEW.unpriced, (NEW.active_at_end IS NOT NULL),
+        (SELECT n FROM series_seq WHERE series_id = NEW.series_id)
+    ) ON CONFLICT DO UPDATE SET n = n + excluded.n, reruns = reruns + excluded.reruns, v = v + excluded.v,
+        unpriced = unpriced + excluded.unpriced, ends = ends + excluded.ends, seq = excluded.seq;
+    INSERT INTO series_costs SELECT NEW.series_id, NEW.side, NEW.variant_id, NEW.cost_usd, 1,
+        (SELECT n FROM series_seq WHERE series_id = NEW.series_id)
+        WHERE NEW.cost_usd IS NOT NULL ON CONFLICT DO UPDATE SET n = n + excluded.n, seq = excluded.seq;
     END;
     """,
 }

@@ -40,6 +40,7 @@ class SeriesStore:
         self.db = db
         # A plan is fixed at the start, but the driver reads its series after every attempt: parse each plan once.
         self._plans: dict[str, tuple[str, SeriesPlan]] = {}
+        self._orders: dict[str, list[str]] = {}  # case_order of series whose attempt rows are all written
 
     # ---- series ----
 
@@ -104,12 +105,13 @@ class SeriesStore:
                 ),
             )
             _insert_attempts(cur, sid, attempts)
-            # Its tallies (store/db.py migration 8): all queued; later changes reach them through the trigger.
+            # Its tallies (store/db.py migrations 8, 9): all queued, at seq 0; later changes reach them through the
+            # trigger.
             if cells is None:
                 counted = Counter((a["side"], a["variant_id"], a["case_name"]) for a in attempts)
                 cells = [(side, variant, case, n) for (side, variant, case), n in counted.items()]
             cur.executemany(
-                "INSERT INTO series_cells VALUES (?, ?, ?, ?, 'queued', '', ?, 0, 0, 0, 0)",
+                "INSERT INTO series_cells VALUES (?, ?, ?, ?, 'queued', '', ?, 0, 0, 0, 0, 0)",
                 [(sid, side, variant, case, n) for side, variant, case, n in cells],
             )
             return sid, True
@@ -213,14 +215,23 @@ class SeriesStore:
 
     # ---- attempts ----
 
-    def attempts(self, series_id: str, *, status: str | None = None) -> list[AttemptRow]:
+    def attempts(self, series_id: str, *, status: str | None = None, reader: bool = False) -> list[AttemptRow]:
+        """The series' attempts (with `status`, only those), by index. With `reader`, read on this thread's own
+        reading connection, without the writers' lock (a thread reading many rows must not hold it)."""
+        params: tuple[str, ...] = (series_id,) if status is None else (series_id, status)
         if status is None:
-            rows = self.db.query("SELECT * FROM attempts WHERE series_id=? ORDER BY idx", (series_id,))
+            sql = "SELECT * FROM attempts WHERE series_id=? ORDER BY idx"
         else:
             # Sorted here, not by SQL: an ORDER BY idx makes SQLite walk every attempt of the series along the
             # primary key instead of the few with this status along attempts_status (the driver asks for the
             # running ones after every attempt: 19 ms a call at 100,000 attempts).
-            rows = self.db.query("SELECT * FROM attempts WHERE series_id=? AND status=?", (series_id, status))
+            sql = "SELECT * FROM attempts WHERE series_id=? AND status=?"
+        if reader:
+            with self.db.reading() as conn:
+                rows = conn.execute(sql, params).fetchall()
+        else:
+            rows = self.db.query(sql, params)
+        if status is not None:
             rows.sort(key=lambda r: int(r["idx"]))
         return [self._attempt(r) for r in rows]
 
@@ -245,12 +256,24 @@ class SeriesStore:
     def case_order(self, series_id: str) -> list[str]:
         """The series' case names in the order they run: attempts are created case block by case block in the
         order the series' secret seed drew (research/series/order.py), so the first attempt index of each case
-        orders them. The longest fully finished prefix of this order is a random sample of the cases."""
-        rows = self.db.query(
-            "SELECT case_name, MIN(idx) AS first FROM attempts WHERE series_id=? GROUP BY case_name ORDER BY first",
-            (series_id,),
-        )
-        return [r["case_name"] for r in rows]
+        orders them. The longest fully finished prefix of this order is a random sample of the cases. Read once
+        per series (a snapshot of a stop_early series asks every time) once all its rows are written."""
+        kept = self._orders.get(series_id)
+        if kept is not None:
+            return kept
+        with self.db.reading() as conn:  # ~5,000 rows at 100,000 attempts: not under the writers' lock
+            rows = conn.execute(
+                "SELECT case_name, MIN(idx) AS first, COUNT(*) AS n FROM attempts WHERE series_id=?"
+                " GROUP BY case_name ORDER BY first",
+                (series_id,),
+            ).fetchall()
+        order = [r["case_name"] for r in rows]
+        plan = self.get(series_id).plan
+        if sum(r["n"] for r in rows) == len(plan.cases) * len(plan.variants) * plan.repeats:
+            if len(self._orders) >= 16:
+                self._orders.pop(next(iter(self._orders)))
+            self._orders[series_id] = order
+        return order
 
     def next_queued(self, series_id: str) -> AttemptRow | None:
         row = self.db.query_one(

@@ -15,30 +15,23 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from aqven.models.outcomes import PROVIDER_RATE_LIMITED
 from aqven.research.stats.sequential import SequenceView, look_lengths
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import DECIDED_EARLY, SeriesRow
+from aqven.store.series_tally import SeriesTally, read_tally
 
 __all__ = ["DECIDED_EARLY", "EarlyStop", "early_stop_record", "sequence_view"]
 
 
-def sequence_view(store: SeriesStore, s: SeriesRow) -> SequenceView:
+def sequence_view(store: SeriesStore, s: SeriesRow, tally: SeriesTally | None = None) -> SequenceView:
     """The finished prefix of the series' run order: cases whose every attempt is done, up to the first that
-    is not (an attempt that hit a rate limit and will run again is not done yet)."""
-    rows = store.db.query(
-        "SELECT case_name, status, error_code, reruns FROM attempts WHERE series_id=? ORDER BY idx", (s.id,)
-    )
-    order: list[str] = []
-    open_cases: set[str] = set()
-    for r in rows:
-        name = r["case_name"]
-        if not order or order[-1] != name:
-            order.append(name)
-        if r["status"] != "done" or (r["error_code"] == PROVIDER_RATE_LIMITED and r["reruns"] == 0):
-            open_cases.add(name)
+    is not (an attempt that hit a rate limit and will run again is not done yet). From the series' tally (read
+    now unless given: a snapshot passes the one it read) and its case order, read once per series: no attempt
+    is read."""
+    tally = tally if tally is not None else read_tally(store.db, s.id)
+    open_cases = tally.pending | tally.rate_limited
     prefix: list[str] = []
-    for name in order:
+    for name in store.case_order(s.id):
         if name in open_cases:
             break
         prefix.append(name)

@@ -64,7 +64,7 @@ def finalize(ws: Workspace, store: SeriesStore, runs: RunStore, series_id: str) 
     # written once: a second write finds the file and keeps it).
     ended = s.model_copy(update={"status": status, "ended_at": fields["ended_at"], "error": fields.get("error")})
     tally = read_tally(store.db, series_id)
-    sequence = sequence_view(store, ended) if ended.plan.stop_early else None
+    sequence = sequence_view(store, ended, tally) if ended.plan.stop_early else None
     verdict = compute_verdict(ended, tally, provisional=False, inputs_changed=changed, sequence=sequence)
     if verdict is not None and status == "failed":
         verdict["verdict"] = "invalid"

@@ -23,6 +23,7 @@ from aqven.store.approvals import Approver, transition_recorded
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import ENDED, SeriesRow, active_now
+from aqven.store.series_tally import TallyCache
 
 SETTLED = ("done", "cancelled", "failed", "awaiting_approval", "waiting_human")
 MAX_WAIT_S = 50.0
@@ -44,6 +45,7 @@ class SeriesService:
         self.runner = SeriesRunner(workspace, engine, runs, store)
         self._start_lock = asyncio.Lock()
         self._ended: dict[tuple[str, bool], tuple[SeriesRow, dict[str, Any]]] = {}
+        self.tallies = TallyCache()  # a snapshot reads only the cells changed since the last one
 
     async def start(self, body: SeriesStartBody) -> dict[str, Any]:
         """Start a series (or return the one its client_op_id already started); answers at once."""
@@ -66,7 +68,7 @@ class SeriesService:
 
     def _summary(self, series_id: str, *, created: bool) -> dict[str, Any]:
         s = self.store.get(series_id)
-        view = snapshot(s, self.store, self.runs)
+        view = snapshot(s, self.store, self.runs, tallies=self.tallies)
         return {
             "series": {
                 k: view[k]
@@ -99,7 +101,9 @@ class SeriesService:
         view = self._ended_view(s, include_cases)
         if view is None:
             # Off the event loop: a snapshot reads the database, and running attempts must not wait for it.
-            view = await asyncio.to_thread(snapshot, s, self.store, self.runs, include_cases=include_cases)
+            view = await asyncio.to_thread(
+                snapshot, s, self.store, self.runs, include_cases=include_cases, tallies=self.tallies
+            )
             if s.ended_at is not None:
                 self._keep_ended(s, include_cases, view)
         view = {**view, "as_of": time.time() if s.ended_at is not None else view["as_of"]}

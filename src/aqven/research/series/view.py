@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from aqven.errors import NotFoundError
 from aqven.research.holdout import series_error_view
 from aqven.research.series.early import early_stop_record, sequence_view
 from aqven.research.stats.series_verdict import compute_verdict
@@ -19,7 +18,7 @@ from aqven.store.approvals import approvals_of
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import ENDED, AttemptRow, SeriesRow, active_now
-from aqven.store.series_tally import COUNTED, SeriesTally, read_tally
+from aqven.store.series_tally import COUNTED, SeriesTally, TallyCache, read_tally
 
 ETA_WINDOW_S = 300.0
 MAX_CASE_ROWS = 50
@@ -48,7 +47,7 @@ def refresh_sealed_view(s: SeriesRow, store: SeriesStore, *, done: int) -> bool:
     if done - int(view.get("done", 0)) < coarse_step(total):
         return False
     tally = read_tally(store.db, s.id)
-    sequence = sequence_view(store, s) if s.plan.stop_early else None
+    sequence = sequence_view(store, s, tally) if s.plan.stop_early else None
     verdict = compute_verdict(s, tally, provisional=True, sequence=sequence)
     t = tally.total
     store.update(
@@ -130,22 +129,17 @@ def matrix(s: SeriesRow, tally: SeriesTally, verdict: dict[str, Any] | None) -> 
     return out
 
 
-def spend(tally: SeriesTally, runs: RunStore | None) -> tuple[Decimal, int]:
-    """(dollars spent, attempts with an unpriced call). Running attempts add what their runs spent so far."""
+def spend(tally: SeriesTally) -> tuple[Decimal, int]:
+    """(dollars spent, attempts with an unpriced call). Running attempts add what their runs spent so far (read
+    with the tally, in the same read)."""
     total = tally.total.spend
     unpriced = tally.unpriced_settled
     for a in tally.running:
-        record = None
-        if runs is not None and a.run_id:
-            try:
-                record = runs.get(a.run_id)
-            except NotFoundError:  # the run row is not written yet: it has spent nothing
-                record = None
-        if record is None:
+        if a.run_cost_usd is None:  # the run row is not written yet: it has spent nothing
             unpriced += int(a.unpriced)
             continue
-        total += Decimal(record.cost_usd)
-        unpriced += int(record.unpriced_calls > 0)
+        total += Decimal(a.run_cost_usd)
+        unpriced += int(a.run_unpriced_calls > 0)
     return total, unpriced
 
 
@@ -195,12 +189,19 @@ def _tokens(s: SeriesRow, store: SeriesStore) -> dict[str, Any]:
     return {"tokens_used": int(row["t"] or 0) if row is not None else 0, "token_cap": s.token_cap}
 
 
-def snapshot(s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases: bool = False) -> dict[str, Any]:
-    """The series as `series_get` shows it, read from its aggregates (the case rows read their attempts)."""
-    tally = read_tally(store.db, s.id, finished_since=active_now(s) - ETA_WINDOW_S)
+def snapshot(
+    s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases: bool = False, tallies: TallyCache | None = None
+) -> dict[str, Any]:
+    """The series as `series_get` shows it, read from its aggregates (the case rows read their attempts); with
+    `tallies`, from the aggregates it keeps, brought up to date from the cells changed since its last read."""
+    since = active_now(s) - ETA_WINDOW_S
+    if tallies is not None:
+        tally = tallies.read(store.db, s.id, finished_since=since)
+    else:
+        tally = read_tally(store.db, s.id, finished_since=since)
     total = tally.total
-    spent, unpriced = spend(tally, runs)
-    sequence = sequence_view(store, s) if s.plan.stop_early and s.status not in ENDED else None
+    spent, unpriced = spend(tally)
+    sequence = sequence_view(store, s, tally) if s.plan.stop_early and s.status not in ENDED else None
     verdict = s.verdict if s.status in ENDED else compute_verdict(s, tally, provisional=True, sequence=sequence)
     if s.status == "cancelled" and s.ended_at is None:
         # Cancelled while attempts still finish: the verdict is already invalid (cancelled), not missing.

@@ -18,8 +18,8 @@ def case_cells(s: SeriesRow, tally: SeriesTally) -> dict[str, list[CaseCell]]:
     """Per variant, per case (in plan order): (case, passes, counted attempts)."""
     out: dict[str, list[CaseCell]] = {}
     for v in s.plan.variants:
-        mine = tally.cells.get(v, {})
-        out[v] = [(c, mine[c][0], mine[c][1]) for c in s.plan.cases if c in mine]
+        get = tally.cells.get(v, {}).get  # one lookup a case: a snapshot walks every case of the plan
+        out[v] = [(c, *cell) for c in s.plan.cases if (cell := get(c)) is not None]
     return out
 
 

@@ -266,7 +266,9 @@ def decide(
     _validate(question, cells, on, scope)
     if invalid_reason is not None and invalid_reason not in INVALID_REASONS:
         raise ValueError(f"unknown invalid reason {invalid_reason!r}; one of {', '.join(INVALID_REASONS)}")
-    rates = tuple(_rate_cell(question.metric, v, c, judge) for v, c in cells.items())
+    # A variant's 95% rate interval is computed once: a threshold question's deciding interval is the same one.
+    known: dict[str, tuple[list[tuple[float, int]], Interval]] = {}
+    rates = tuple(_rate_cell(question.metric, v, c, judge, known) for v, c in cells.items())
     decided: list[Comparison] = []
     reason: str | None = invalid_reason
     so_far = sequence is not None and provisional  # a stop_early series still running: valid at every look
@@ -274,7 +276,7 @@ def decide(
         provisional = False
     try:
         if sequence is None:
-            decided = _intervals(question, cells, judge)
+            decided = _intervals(question, cells, judge, known)
         else:
             decided = _sequence_intervals(question, cells, sequence)
     except NoData:
@@ -346,16 +348,21 @@ def _validate(question: QuestionSpec, cells: Mapping[str, Sequence[CaseCell]], o
 
 
 def _intervals(
-    question: QuestionSpec, cells: Mapping[str, Sequence[CaseCell]], judge: JudgeCorrection | None = None
+    question: QuestionSpec,
+    cells: Mapping[str, Sequence[CaseCell]],
+    judge: JudgeCorrection | None = None,
+    known: Mapping[str, tuple[list[tuple[float, int]], Interval]] | None = None,
 ) -> list[Comparison]:
-    """The deciding intervals; raises `NoData` when one of them has nothing to stand on."""
+    """The deciding intervals; raises `NoData` when one of them has nothing to stand on. `known`: the variants'
+    tallies and 95% rate intervals already computed (`_rate_cell`)."""
     if not kind_of(question).paired:
         target = question.variant or next(iter(cells))
-        tallies = _tallies(cells[target])
+        done = (known or {}).get(target)
+        tallies = done[0] if done is not None else _tallies(cells[target])
         fixed = None
         if judge is not None:
             fixed = correct_rate(tallies, judge.accuracy, 1 - ALPHA, judge.share(target, cells[target]))
-        interval = fixed.interval if fixed else one_rate(tallies, 1 - ALPHA)
+        interval = fixed.interval if fixed else done[1] if done is not None else one_rate(tallies, 1 - ALPHA)
         decision = classify(question, interval.low, interval.high)
         return [Comparison(target, None, interval, 1 - ALPHA, decision, (tallies,), fixed)]
     base = _baseline(question, cells)
@@ -467,14 +474,24 @@ def _paired_only(arrays: Sequence[tuple[FloatArray, FloatArray]]) -> list[tuple[
     return [(ya[both], ra[both]), (yb[both], rb[both])]
 
 
-def _rate_cell(metric: str, variant: str, cases: Sequence[CaseCell], judge: JudgeCorrection | None) -> dict[str, Any]:
+def _rate_cell(
+    metric: str,
+    variant: str,
+    cases: Sequence[CaseCell],
+    judge: JudgeCorrection | None,
+    known: dict[str, tuple[list[tuple[float, int]], Interval]] | None = None,
+) -> dict[str, Any]:
     """A variant's 95% interval of the metric rate, JSON-able (``None`` numbers without data); with a judge
-    correction, ``judge_corrected`` holds the corrected rate (the other numbers are what the judge decided)."""
+    correction, ``judge_corrected`` holds the corrected rate (the other numbers are what the judge decided).
+    The tallies and the interval go into `known`, for `_intervals`."""
     cell: dict[str, Any] = {"variant": variant, "metric": metric, "level": 1 - ALPHA}
     try:
-        i = one_rate(_tallies(cases), 1 - ALPHA)
+        tallies = _tallies(cases)
+        i = one_rate(tallies, 1 - ALPHA)
+        if known is not None:
+            known[variant] = (tallies, i)
         if judge is not None:
-            f = correct_rate(_tallies(cases), judge.accuracy, 1 - ALPHA, judge.share(variant, cases)).interval
+            f = correct_rate(tallies, judge.accuracy, 1 - ALPHA, judge.share(variant, cases)).interval
             cell["judge_corrected"] = {"estimate": f.estimate, "low": f.low, "high": f.high, "level": 1 - ALPHA}
     except NoData:
         counted = sum(c[2] for c in cases)
