@@ -74,6 +74,8 @@ class SeriesTally:
     """cases with an attempt queued or running"""
     rate_limited: set[str] = field(default_factory=set)
     """cases with a finished attempt that hit a rate limit and has not run again (it runs again at the end)"""
+    seq: int = -1
+    """the last change of the series' cells it counts: two reads with the same seq count the same"""
 
     @property
     def total(self) -> VariantTally:
@@ -154,6 +156,7 @@ class KeptTally:
         self._pending: dict[str, int] = {}  # case -> its attempts queued or running (none: not there)
         self._unpriced = 0
         self._ends = 0
+        self.memo: dict[str, Any] = {}  # what a reader derives from this tally and keeps with it (the verdict)
 
     def read(self, db: Database, *, finished_since: float = 0.0) -> SeriesTally:
         """The series' aggregates now, from one consistent read (see `read_tally`)."""
@@ -283,7 +286,16 @@ class KeptTally:
         cells = {v: dict(mine) for v, mine in self._cells.items()}
         failed = {v: dict(mine) for v, mine in self._model_failed.items()}
         return SeriesTally(
-            variants, cells, dict(self._fails), self._unpriced, running, times, failed, set(self._pending), limited
+            variants,
+            cells,
+            dict(self._fails),
+            self._unpriced,
+            running,
+            times,
+            failed,
+            set(self._pending),
+            limited,
+            self.seq,
         )
 
 
@@ -296,12 +308,15 @@ class TallyCache:
         self._lock = threading.Lock()
 
     def read(self, db: Database, series_id: str, *, finished_since: float = 0.0) -> SeriesTally:
+        return self.kept(series_id).read(db, finished_since=finished_since)
+
+    def kept(self, series_id: str) -> KeptTally:
         with self._lock:
             kept = self._kept.pop(series_id, None) or KeptTally(series_id)
             self._kept[series_id] = kept  # the most recently read last
             while len(self._kept) > self.size:
                 self._kept.pop(next(iter(self._kept)))
-        return kept.read(db, finished_since=finished_since)
+        return kept
 
 
 def read_tally(db: Database, series_id: str, *, finished_since: float = 0.0, side: str | None = None) -> SeriesTally:

@@ -9,16 +9,17 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from aqven.research.holdout import series_error_view
 from aqven.research.series.early import early_stop_record, sequence_view
+from aqven.research.stats.sequential import SequenceView
 from aqven.research.stats.series_verdict import compute_verdict
 from aqven.store.approvals import approvals_of
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import ENDED, AttemptRow, SeriesRow, active_now
-from aqven.store.series_tally import COUNTED, SeriesTally, TallyCache, read_tally
+from aqven.store.series_tally import COUNTED, KeptTally, SeriesTally, TallyCache, read_tally
 
 ETA_WINDOW_S = 300.0
 MAX_CASE_ROWS = 50
@@ -189,20 +190,39 @@ def _tokens(s: SeriesRow, store: SeriesStore) -> dict[str, Any]:
     return {"tokens_used": int(row["t"] or 0) if row is not None else 0, "token_cap": s.token_cap}
 
 
+def _provisional(
+    s: SeriesRow, tally: SeriesTally, sequence: SequenceView | None, kept: KeptTally | None
+) -> dict[str, Any] | None:
+    """The provisional verdict of a running series, computed again only when what it stands on changed: the
+    tally's cells (its seq), the series' state and plan, the stop_early prefix (a page polled while nothing
+    finished shows the verdict it computed last, which a new computation would repeat exactly)."""
+    key = (tally.seq, s.status, s.stop_reason, s.kind, s.on, s.simulated, sequence)
+    if kept is not None:
+        hit = kept.memo.get("verdict")
+        if hit is not None and hit[0] == key and hit[1] is s.plan:
+            return cast("dict[str, Any] | None", hit[2])
+    verdict = compute_verdict(s, tally, provisional=True, sequence=sequence)
+    if kept is not None:
+        kept.memo["verdict"] = (key, s.plan, verdict)
+    return verdict
+
+
 def snapshot(
     s: SeriesRow, store: SeriesStore, runs: RunStore, *, include_cases: bool = False, tallies: TallyCache | None = None
 ) -> dict[str, Any]:
     """The series as `series_get` shows it, read from its aggregates (the case rows read their attempts); with
     `tallies`, from the aggregates it keeps, brought up to date from the cells changed since its last read."""
     since = active_now(s) - ETA_WINDOW_S
-    if tallies is not None:
-        tally = tallies.read(store.db, s.id, finished_since=since)
-    else:
-        tally = read_tally(store.db, s.id, finished_since=since)
+    kept = tallies.kept(s.id) if tallies is not None else None
+    tally = (
+        kept.read(store.db, finished_since=since)
+        if kept is not None
+        else read_tally(store.db, s.id, finished_since=since)
+    )
     total = tally.total
     spent, unpriced = spend(tally)
     sequence = sequence_view(store, s, tally) if s.plan.stop_early and s.status not in ENDED else None
-    verdict = s.verdict if s.status in ENDED else compute_verdict(s, tally, provisional=True, sequence=sequence)
+    verdict = s.verdict if s.status in ENDED else _provisional(s, tally, sequence, kept)
     if s.status == "cancelled" and s.ended_at is None:
         # Cancelled while attempts still finish: the verdict is already invalid (cancelled), not missing.
         verdict = compute_verdict(s, tally, provisional=False)
