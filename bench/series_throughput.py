@@ -109,11 +109,15 @@ def compare(base: Path, settings: list[int], rounds: int, repeats: int, experime
             own, kids = (own1 - own0) / n, (kids1 - kids0 - (start or 0.0)) / n
             rates[w].append(n / wall)
             cpus[w].append((own, kids))
-            counted = "their start included" if start is None else f"their start ({start:.1f} s) not counted"
-            busy = f"busy {own * n / wall:.0%}" + (f" + workers {kids * n / wall / w:.0%} each" if w > 1 else "")
+            if w > 1:
+                counted = "their start included" if start is None else f"their start ({start:.1f} s) not counted"
+                who = f"this process {own * 1000:.2f} + workers {kids * 1000:.2f}, {counted}"
+                busy = f"busy {own * n / wall:.0%} + workers {kids * n / wall / w:.0%} each"
+            else:
+                who, busy = "one process", f"busy {own * n / wall:.0%}"
             print(
                 f"  workers {w} (round {r + 1}): {n / wall:.1f} attempts/s; CPU/attempt {(own + kids) * 1000:.2f} ms"
-                f" (this process {own * 1000:.2f} + workers {kids * 1000:.2f}, {counted}; {busy} of the wall time);"
+                f" ({who}; {busy} of the wall time);"
                 f" load avg at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
             )
     medians = {w: statistics.median(v) for w, v in rates.items()}
