@@ -120,8 +120,8 @@ _UNIT = 1 << 1074  # every float is a whole multiple of 2**-1074
 
 def _exact(v: float) -> int:
     """A float as an exact whole number of 2**-1074: sums of these do not depend on the order of the terms."""
-    num, den = float(v).as_integer_ratio()
-    return num * (_UNIT // den)
+    num, den = float(v).as_integer_ratio()  # den is a power of 2, at most 2**1074
+    return num << (1075 - den.bit_length())
 
 
 def _sided(sql: str, side: str | None) -> str:
@@ -184,13 +184,15 @@ class KeptTally:
 
     def _apply(self, cells: list[tuple[Any, ...]], costs: list[tuple[Any, ...]]) -> None:
         touched: set[tuple[str, str]] = set()
-        for variant, case, side, status, outcome, *values in cells:
-            group = self._rows.setdefault((variant, case), {})
+        for variant, case, side, status, outcome, n, reruns, v, unpriced, ends in cells:
+            group = self._rows.get((variant, case))
+            if group is None:
+                group = self._rows[(variant, case)] = {}
             key = (side, status, outcome)
             old = group.get(key)
             if old is not None:
                 self._count(variant, case, status, outcome, old, -1)
-            new: _Row = (values[0], values[1], values[2], values[3], values[4])
+            new: _Row = (n, reruns, v, unpriced, ends)
             group[key] = new
             self._count(variant, case, status, outcome, new, 1)
             touched.add((variant, case))
@@ -249,7 +251,7 @@ class KeptTally:
         taking out floats, whose rounding would depend on the order of the changes)."""
         passes, counted = 0.0, 0
         group = self._rows[(variant, case)]
-        for key in sorted(group):
+        for key in sorted(group) if len(group) > 1 else group:
             _side, status, outcome = key
             n, _reruns, v, _unpriced, _ends = group[key]
             if n > 0 and status != "running" and status != "queued" and outcome in COUNTED:
