@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from aqven.research.series.workers import Frames, Outbox, frame, read_pipe
+from aqven.research.series.workers import Frames, Outbox, _read_in_thread, frame, read_pipe
 
 
 def test_frames_give_each_message_once_however_the_bytes_are_split() -> None:
@@ -55,3 +55,25 @@ def test_messages_put_in_one_turn_go_in_one_write_and_arrive_in_order() -> None:
     got, writes, ended = asyncio.run(go())
     assert got == [("done", i) for i in range(5)]
     assert writes == 1 and ended
+
+
+def test_the_thread_reader_where_a_loop_cannot_watch_a_pipe_gives_the_same_messages_and_end() -> None:
+    async def go() -> tuple[list[object], bool]:
+        loop = asyncio.get_running_loop()
+        r, w = os.pipe()
+        got: list[object] = []
+        ended = asyncio.Event()
+        with os.fdopen(r, "rb") as inp:
+            reader = asyncio.ensure_future(asyncio.to_thread(_read_in_thread, loop, inp, got.append, ended.set))
+            with os.fdopen(w, "wb") as out:
+                stream = frame([("done", 1, "a"), ("done", 2, "b")]) + frame([("ready", 7)])
+                out.write(stream[:5])
+                out.flush()
+                await asyncio.sleep(0.02)
+                out.write(stream[5:])
+            await asyncio.wait_for(ended.wait(), 5)
+            await reader
+        return got, ended.is_set()
+
+    got, ended = asyncio.run(go())
+    assert got == [("done", 1, "a"), ("done", 2, "b"), ("ready", 7)] and ended
