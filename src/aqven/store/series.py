@@ -35,11 +35,23 @@ def _insert_attempts(
     )
 
 
+# Every column of a series but its plan: the largest (a 5,000-case series' is about 0.3 MB) and fixed at its start.
+_COLUMNS = (
+    "id, kind, experiment_id, on_side, status, created_at, ended_at, client_op_id, cap_usd, project_cap_usd,"
+    " project_cap_source, pause, verdict, error, stop_reason, inputs_hash, inputs, simulated, finding,"
+    " active_seconds, active_since, order_seed, sim_seed, sealed_view, token_cap"
+)
+_ROWS_KEPT = 1000  # series whose plan and last row a store keeps
+
+
 class SeriesStore:
     def __init__(self, db: Database) -> None:
         self.db = db
-        # A plan is fixed at the start, but the driver reads its series after every attempt: parse each plan once.
-        self._plans: dict[str, tuple[str, SeriesPlan]] = {}
+        # A plan is fixed at the start (only `create` writes it), but the driver reads its series after every
+        # attempt and a snapshot on every poll: each plan is read and parsed once, and a row whose other columns
+        # did not change gives the same SeriesRow.
+        self._plans: dict[str, SeriesPlan] = {}
+        self._rows: dict[str, tuple[tuple[Any, ...], SeriesRow]] = {}
         self._orders: dict[str, list[str]] = {}  # case_order of series whose attempt rows are all written
 
     # ---- series ----
@@ -128,14 +140,22 @@ class SeriesStore:
         return 0 if row is None or row["last"] is None else int(row["last"]) + 1
 
     def get(self, series_id: str) -> SeriesRow:
-        row = self.db.query_one("SELECT * FROM series WHERE id=?", (series_id,))
+        row = self.db.query_one(f"SELECT {_COLUMNS} FROM series WHERE id=?", (series_id,))
         if row is None:
             raise NotFoundError(
                 f"no series {series_id!r}",
                 code=SERIES_NOT_FOUND,
                 hint="series ids come from series_start / POST /api/series",
             )
-        return self._series(row)
+        key = tuple(row)
+        hit = self._rows.get(series_id)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        s = self._series(row)
+        if len(self._rows) >= _ROWS_KEPT:
+            self._rows.clear()
+        self._rows[series_id] = (key, s)
+        return s
 
     def list_series(
         self, *, experiment_id: str | None = None, status: str | None = None, limit: int = 50
@@ -151,7 +171,7 @@ class SeriesStore:
         rows = self.db.query(
             f"SELECT * FROM series {where} ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit)
         )
-        return [self._series(r) for r in rows]
+        return [self._series(r, r["plan"]) for r in rows]
 
     def ids_with_status(self, *statuses: str) -> list[str]:
         marks = ",".join("?" for _ in statuses)
@@ -175,15 +195,21 @@ class SeriesStore:
             cur.execute(f"UPDATE series SET {cols} WHERE id=? AND status IN ({marks})", (*values, series_id, *expect))
             return cur.rowcount == 1
 
-    def _plan(self, series_id: str, text: str) -> SeriesPlan:
+    def _plan(self, series_id: str, text: str | None = None) -> SeriesPlan:
         hit = self._plans.get(series_id)
-        if hit is not None and hit[0] == text:
-            return hit[1]
+        if hit is not None:
+            return hit
+        if text is None:
+            row = self.db.query_one("SELECT plan FROM series WHERE id=?", (series_id,))
+            assert row is not None, series_id
+            text = str(row["plan"])
         plan = SeriesPlan.model_validate_json(text)
-        self._plans[series_id] = (text, plan)
+        if len(self._plans) >= _ROWS_KEPT:
+            self._plans.clear()
+        self._plans[series_id] = plan
         return plan
 
-    def _series(self, row: sqlite3.Row) -> SeriesRow:
+    def _series(self, row: sqlite3.Row, plan_text: str | None = None) -> SeriesRow:
         return SeriesRow(
             id=row["id"],
             kind=row["kind"],
@@ -193,7 +219,7 @@ class SeriesStore:
             created_at=row["created_at"],
             ended_at=row["ended_at"],
             client_op_id=row["client_op_id"],
-            plan=self._plan(row["id"], row["plan"]),
+            plan=self._plan(row["id"], plan_text),
             cap_usd=row["cap_usd"],
             project_cap_usd=row["project_cap_usd"],
             project_cap_source=row["project_cap_source"],

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 SeriesStatus = Literal["running", "awaiting_approval", "waiting_human", "done", "cancelled", "failed"]
 ENDED = ("done", "cancelled", "failed")
@@ -51,6 +51,10 @@ class SeriesPlan(BaseModel):
 
 
 class SeriesRow(BaseModel):
+    """A series as stored. Frozen: the store hands the same object out again while the row is unchanged."""
+
+    model_config = ConfigDict(frozen=True)
+
     id: str
     kind: Literal["experiment", "look"]
     experiment_id: str | None

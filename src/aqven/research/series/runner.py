@@ -222,17 +222,24 @@ class SeriesRunner:
         queue, tally = await asyncio.to_thread(self._resume_state, series_id)
         first = self.store.get(series_id)
         early = EarlyStop.resume(first, tally.done) if first.plan.stop_early else None
+        look = True  # for attempts marked running that no task runs: on the first step, and after every wake
+        waiting: list[int] = []
         try:
             while True:
+                look = look or wake.is_set()
                 wake.clear()
                 s = self.store.get(series_id)
                 if s.status not in ("running", "waiting_human", "cancelled"):
                     return
                 if s.stop_reason == DECIDED_EARLY:
                     queue = []  # decided: nothing more starts; the running attempts finish, then it ends
-                # Attempts marked running that no task runs: left by a dead server, waiting for a person, or
-                # answered by one. Looked up on every step (by index: only the running ones are read).
-                waiting = await self._adopt_orphans(s, self.store.attempts(series_id, status="running"), running, tally)
+                if look:
+                    # Left by a dead server, waiting for a person, or answered by one: what makes an attempt such an
+                    # orphan wakes the driver (a person's answer, an attempt that began to wait), so the running
+                    # ones are not read after every attempt.
+                    look = False
+                    running_rows = self.store.attempts(series_id, status="running")
+                    waiting = await self._adopt_orphans(s, running_rows, running, tally)
                 if s.status == "cancelled":
                     if running:
                         await self._wait_any(running, wake)
