@@ -86,10 +86,15 @@ class ListPrice:
 
 
 def prices_file() -> Path:
-    env = os.environ.get("AQVEN_PRICES_FILE")
+    return _prices_file(os.environ.get("AQVEN_PRICES_FILE"), os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=16)
+def _prices_file(env: str | None, home: str | None) -> Path:
+    """Per (AQVEN_PRICES_FILE, HOME): every priced call asks for the file."""
     if env:
         return Path(env).expanduser()
-    return Path.home() / ".cache" / "aqven" / "openrouter-models.json"
+    return (Path(home) if home else Path.home()) / ".cache" / "aqven" / "openrouter-models.json"
 
 
 _lock = threading.Lock()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -14,9 +15,17 @@ from aqven.models.outcomes import redact, redact_value, secret_values
 from aqven.store.db import Database
 from aqven.store.records import RunError, RunRecord, RunRequest, RunStatus, TraceEvent
 
+_second: tuple[int, str] = (-1, "")  # the last whole second formatted: a run writes ~10 timestamps per attempt
+
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+    """The time now as `datetime.now(UTC).isoformat(timespec="milliseconds")` writes it, formatted per second."""
+    global _second
+    t = time.time()
+    whole = int(t)
+    if whole != _second[0]:
+        _second = (whole, datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{_second[1]}.{int((t - whole) * 1000):03d}+00:00"
 
 
 def new_id(prefix: str) -> str:

@@ -44,6 +44,7 @@ class AttemptResult:
     cost: Decimal = Decimal(0)
     unpriced: bool = False
     inputs_hash: str | None = None
+    tokens: int | None = None  # input + output tokens of its run (None: not known here)
 
 
 def _case(ws: Workspace, s: SeriesRow, name: str) -> Case:
@@ -96,6 +97,7 @@ async def run_attempt(
     prior = dec(a.cost_usd)  # what an earlier, rate-limited try of this attempt spent
     out = AttemptResult(outcome="pass", value=1.0, cost=prior + dec(record.cost_usd))
     out.unpriced = record.unpriced_calls > 0
+    out.tokens = record.input_tokens + record.output_tokens
     if record.status == "failed" and record.outcome == "infra":
         out.outcome, out.value = "infra", None
         out.code, out.message = (record.error.code, record.error.message) if record.error else ("PROVIDER_ERROR", "")

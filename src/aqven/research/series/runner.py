@@ -358,6 +358,7 @@ class SeriesRunner:
 
         async def body() -> str:
             cost, outcome = Decimal(0), None
+            tokens: int | None = None  # what its run used, when the attempt says (else read from the run's row)
             try:
                 with attempt_span(s, attempt) as span:
                     if pool is not None:
@@ -369,13 +370,13 @@ class SeriesRunner:
                         result = "waiting"
                     else:
                         self._finish(s, attempt, out)
-                        result, cost, outcome = "done", out.cost, out.outcome
+                        result, cost, outcome, tokens = "done", out.cost, out.outcome, out.tokens
                     span.set_attributes({"aqven.outcome": outcome or result, "aqven.cost_usd": str(cost)})
             except Exception as exc:  # a bug in one attempt must not stop the series: it is an infrastructure error
                 cost, result, outcome = dec(attempt.cost_usd), "done", "infra"
                 self._finish(s, attempt, _internal_error(exc, cost))
             if result == "done":
-                used = self._run_tokens(run_id)
+                used = tokens if tokens is not None else self._run_tokens(run_id)
                 tally.tokens += used
                 tally.token_reserve = used if tally.token_reserve is None else max(tally.token_reserve, used)
                 tally.done += 1
