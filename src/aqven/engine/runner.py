@@ -7,10 +7,11 @@ human answer or a server restart) reuses what finished and runs only the rest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,7 +80,7 @@ class Engine:
         # Writes of a run held back to share the transaction of the write that follows them in the same synchronous
         # step (a node's start and its model request; a model's response and its node's end): each commit costs
         # about as much as the writes it holds. Only ever held where the next write comes before any wait.
-        self._held: dict[str, list[Callable[[], None]]] = {}
+        self._held: dict[str, list[Callable[[], object]]] = {}
 
     # ---- preparing ----
 
@@ -150,15 +151,23 @@ class Engine:
         return begun if isinstance(begun, RunRecord) else await self.proceed(begun)
 
     def begin(self, run_id: str) -> RunRecord | Begun:
-        """The synchronous start of `execute`: the run's record when it already ended, else its request, with the
-        run marked running and its start (or resume) traced. Inside a caller's batch, the caller's writes before
-        the run (a series attempt's) share its transaction."""
+        """The synchronous start of `execute`: the run's record when it already ended, else the run marked running
+        and its start (or resume) traced."""
         record = self.runs.get(run_id)
         if record.status in ("done", "failed"):
             return record
         self._held.pop(run_id, None)  # nothing of an earlier execution is left to write
-        request = record.request
-        resumed = bool(self.runs.events(run_id, limit=1))
+        self._mark_started(run_id, record.request, resumed=bool(self.runs.events(run_id, limit=1)))
+        return Begun(run_id, record.request)
+
+    def begin_new(self, run_id: str, request: RunRequest, before: Sequence[Callable[[], object]]) -> Begun:
+        """A run that is not stored yet: `before` (the caller's writes, the run's creation among them) and the run's
+        start are held, and written with the run's first own write, which comes before its first wait (an llm
+        node's model request, usually): a series attempt's start is one transaction."""
+        self._held[run_id] = [*before, functools.partial(self._mark_started, run_id, request, resumed=False)]
+        return Begun(run_id, request)
+
+    def _mark_started(self, run_id: str, request: RunRequest, *, resumed: bool) -> None:
         self.runs.set_status(run_id, "running")
         self.runs.append_event(
             run_id,
@@ -172,7 +181,6 @@ class Engine:
                 "simulate": request.simulate,
             },
         )
-        return Begun(run_id, request)
 
     async def proceed(self, begun: Begun) -> RunRecord:
         """Run a begun run (`begin`) to its end, or until a human node waits."""
@@ -203,13 +211,30 @@ class Engine:
             self.runs.finish(run_id, status="done", output=output, outcome="ok")
             return self.runs.get(run_id)
 
-    def _hold(self, run_id: str, write: Callable[[], None]) -> None:
+    def _hold(self, run_id: str, write: Callable[[], object]) -> None:
         self._held.setdefault(run_id, []).append(write)
 
     def _flush(self, run_id: str) -> None:
         """Write what the run held back (inside the caller's batch)."""
         for write in self._held.pop(run_id, ()):
             write()
+
+    @contextlib.contextmanager
+    def _write(self, run_id: str) -> Iterator[None]:
+        """One transaction for the run's held writes and the block's."""
+        with self.runs.db.batch():
+            self._flush(run_id)
+            yield
+
+    def _event(self, run_id: str, kind: str, path: str | None, data: dict[str, Any]) -> None:
+        with self._write(run_id):
+            self.runs.append_event(run_id, kind, path, data)
+
+    def _flush_now(self, run_id: str) -> None:
+        """Before a wait: write what is held (nothing is held across one)."""
+        if self._held.get(run_id):
+            with self._write(run_id):
+                pass
 
     def _fail(self, run_id: str, code: str, message: str, outcome: str, node_id: str | None) -> RunRecord:
         with self.runs.db.batch():
@@ -251,9 +276,12 @@ class Engine:
         prefix: str,
         done: dict[str, Any],
     ) -> None:
-        if len(nodes) == 1:  # the usual flow of one llm node: no task to schedule and gather
-            await self._run_node(run_id, nodes[0], scope, request, prefix, done)
+        if len(nodes) == 1:
+            # The usual flow of one llm node: no task to schedule and gather, and the node's end is written with
+            # whatever the caller writes next (the run's end), which follows before any wait.
+            await self._run_node(run_id, nodes[0], scope, request, prefix, done, inline=True)
             return
+        self._flush_now(run_id)  # the tasks start after a wait
         tasks: dict[str, asyncio.Task[None]] = {}
         local_ids = {n.id for n in nodes}
 
@@ -261,6 +289,7 @@ class Engine:
             for dep in node.deps & local_ids:
                 await tasks[dep]
             await self._run_node(run_id, node, scope, request, prefix, done)
+            self._flush_now(run_id)  # the task ends: its waiter runs after a wait
 
         for node in nodes:
             tasks[node.id] = asyncio.ensure_future(run_one(node))
@@ -273,7 +302,15 @@ class Engine:
             raise errors[0]
 
     async def _run_node(
-        self, run_id: str, node: CompiledNode, scope: _Scope, request: RunRequest, prefix: str, done: dict[str, Any]
+        self,
+        run_id: str,
+        node: CompiledNode,
+        scope: _Scope,
+        request: RunRequest,
+        prefix: str,
+        done: dict[str, Any],
+        *,
+        inline: bool = False,
     ) -> None:
         path = f"{prefix}{node.id}"
         if path in done:
@@ -284,7 +321,7 @@ class Engine:
         if node.kind == "llm":  # written with its first model request, which follows before any wait
             self._hold(run_id, functools.partial(self.runs.append_event, run_id, "node_start", path, opening))
         else:
-            self.runs.append_event(run_id, "node_start", path, opening)
+            self._event(run_id, "node_start", path, opening)
         started = time.perf_counter()
         try:
             output = await self._dispatch(run_id, node, inputs, scope, request, prefix, done)
@@ -292,19 +329,14 @@ class Engine:
             raise
         except AqvenError as exc:
             exc.details.setdefault("node_id", path)
-            with self.runs.db.batch():
-                self._flush(run_id)
-                self.runs.append_event(run_id, "node_error", path, {"code": exc.code, "message": exc.message})
+            self._event(run_id, "node_error", path, {"code": exc.code, "message": exc.message})
             raise
         scope.nodes[node.id] = output
-        with self.runs.db.batch():
-            self._flush(run_id)  # an llm node's response
-            self.runs.append_event(
-                run_id,
-                "node_end",
-                path,
-                {"output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
-            )
+        ending = {"output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
+        if inline:
+            self._hold(run_id, functools.partial(self.runs.append_event, run_id, "node_end", path, ending))
+        else:
+            self._event(run_id, "node_end", path, ending)  # with an llm node's response
 
     async def _dispatch(
         self,
@@ -330,7 +362,7 @@ class Engine:
         if node.kind == "human":
             answered, answer = self.runs.human_answer(run_id, path)
             if not answered:
-                self.runs.append_event(
+                self._event(
                     run_id,
                     "human_wait",
                     path,
@@ -341,7 +373,7 @@ class Engine:
                     },
                 )
                 raise WaitingHuman(path)
-            self.runs.append_event(run_id, "human_answer", path, {"answer": answer})
+            self._event(run_id, "human_answer", path, {"answer": answer})
             return answer
         raise AqvenError(f"unknown node kind {node.kind}", code=CODE_ERROR)
 
@@ -368,24 +400,22 @@ class Engine:
                 case_name=request.case_name,
                 retry=attempt,
             )
-            with self.runs.db.batch():
-                self._flush(run_id)  # the node's start
-                self.runs.append_event(
-                    run_id,
-                    "model_request",
-                    path,
-                    {
-                        "agent": node.agent.id,
-                        "model": node.agent.model,
-                        "simulated": request.simulate,
-                        "prompt": prompt,
-                        "output_mode": node.agent.output_mode,
-                        "attempt": attempt,
-                    },
-                )
+            self._event(  # with what is held: the node's start (and a new run's start)
+                run_id,
+                "model_request",
+                path,
+                {
+                    "agent": node.agent.id,
+                    "model": node.agent.model,
+                    "simulated": request.simulate,
+                    "prompt": prompt,
+                    "output_mode": node.agent.output_mode,
+                    "attempt": attempt,
+                },
+            )
 
             def on_event(kind: str, data: dict[str, Any]) -> None:
-                self.runs.append_event(run_id, kind, path, data)
+                self._event(run_id, kind, path, data)
 
             limits = None if request.simulate else self.project.config.providers.get(node.agent.provider)
             slot = None
@@ -400,31 +430,32 @@ class Engine:
                     raise
                 exc = failure
                 rate_limit.record(slot, exc.input_tokens + exc.output_tokens)
-                if exc.requests or exc.input_tokens or exc.cost_usd is not None:
-                    # A failed call that reached the model is paid for: count what it used.
-                    self.runs.add_usage(
+                with self._write(run_id):
+                    if exc.requests or exc.input_tokens or exc.cost_usd is not None:
+                        # A failed call that reached the model is paid for: count what it used.
+                        self.runs.add_usage(
+                            run_id,
+                            input_tokens=exc.input_tokens,
+                            output_tokens=exc.output_tokens,
+                            cost=exc.cost_usd,
+                            simulated=exc.simulated,
+                        )
+                    self.runs.append_event(
                         run_id,
-                        input_tokens=exc.input_tokens,
-                        output_tokens=exc.output_tokens,
-                        cost=exc.cost_usd,
-                        simulated=exc.simulated,
+                        "model_error",
+                        path,
+                        {
+                            "code": exc.code,
+                            "message": exc.message,
+                            "outcome": exc.outcome,
+                            "retryable": exc.retryable,
+                            "provider_status": exc.provider_status,
+                            "input_tokens": exc.input_tokens,
+                            "output_tokens": exc.output_tokens,
+                            "cost_usd": None if exc.cost_usd is None else str(exc.cost_usd),
+                            "cost_source": exc.cost_source,
+                        },
                     )
-                self.runs.append_event(
-                    run_id,
-                    "model_error",
-                    path,
-                    {
-                        "code": exc.code,
-                        "message": exc.message,
-                        "outcome": exc.outcome,
-                        "retryable": exc.retryable,
-                        "provider_status": exc.provider_status,
-                        "input_tokens": exc.input_tokens,
-                        "output_tokens": exc.output_tokens,
-                        "cost_usd": None if exc.cost_usd is None else str(exc.cost_usd),
-                        "cost_source": exc.cost_source,
-                    },
-                )
                 hold = self.project.config.engine.outage_hold_s
                 pause = (
                     None
@@ -435,7 +466,7 @@ class Engine:
                     # The provider does not answer: hold this call (bounded by outage_hold_s since the outage began).
                     held += 1
                     event = {"code": exc.code, "attempt": attempt, "wait_s": round(pause, 3), "outage": True}
-                    self.runs.append_event(run_id, "retry", path, event)
+                    self._event(run_id, "retry", path, event)
                     async with gate.released():
                         await asyncio.sleep(pause)
                     continue
@@ -448,9 +479,7 @@ class Engine:
                     if request.simulate:
                         wait = 0.0
                     attempt += 1
-                    self.runs.append_event(
-                        run_id, "retry", path, {"code": exc.code, "attempt": attempt, "wait_s": wait}
-                    )
+                    self._event(run_id, "retry", path, {"code": exc.code, "attempt": attempt, "wait_s": wait})
                     async with gate.released():  # a series' other attempts run while this one waits
                         await asyncio.sleep(wait)
                     continue

@@ -8,13 +8,14 @@ never the attempt's status: one process, the server, moves attempts between queu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from aqven.engine.runner import Engine
+from aqven.engine.runner import Begun, Engine
 from aqven.errors import CASE_NOT_FOUND, NotFoundError
 from aqven.project.schema import Case
 from aqven.research.checks.scoring import AttemptView, score_checks
@@ -79,18 +80,22 @@ async def run_attempt(
         return AttemptResult(outcome="infra", code=exc.code, message=exc.message, cost=dec(a.cost_usd))
     started_on = a.inputs_hash
     runner = engine()
-    with runs.db.batch():  # one transaction for the attempt's writes before its run, and the run's start
-        if started_on is None:  # what the attempt starts on (a wait for a person keeps it)
-            started_on = inputs_hash(s, ws)
-            store.set_attempt_inputs(s.id, a.idx, started_on)
-        if not runs.exists(run_id):
-            runs.create(
-                request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id),
-                series_id=s.id,
-                run_id=run_id,
-                side=a.side,  # the attempt's side: what may be shown of the run never depends on a later split
-            )
-        begun = runner.begin(run_id)
+    before: list[Callable[[], object]] = []
+    if started_on is None:  # what the attempt starts on (a wait for a person keeps it)
+        started_on = inputs_hash(s, ws)
+        before.append(functools.partial(store.set_attempt_inputs, s.id, a.idx, started_on))
+    begun: RunRecord | Begun
+    if runs.exists(run_id):  # resumed: after a restart, a person's answer, or in another worker
+        with runs.db.batch():
+            for write in before:
+                write()
+            begun = runner.begin(run_id)
+    else:
+        # A new run: these writes, its creation and its start are one transaction with its first model request.
+        request = request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id)
+        # The attempt's side: what may be shown of the run never depends on a later split.
+        before.append(functools.partial(runs.create, request, series_id=s.id, run_id=run_id, side=a.side))
+        begun = runner.begin_new(run_id, request, before)
     record = begun if isinstance(begun, RunRecord) else await runner.proceed(begun)
     if record.status == "waiting_human":
         return AttemptResult(waiting=True)
