@@ -4,9 +4,10 @@ For each size: writes the tiny project (bench/perf_common.py: cases × 20 repeat
 (bench/scale.py's start_server), then 1 + --repeat times: POST /api/series (timed: what a client waits for), one
 GET /api/series/{id} (timed), then waits until every attempt row is written (the rows after the first ones are
 written after the answer: research/series/fill.py; the row count is read from the database every 20 ms) and
-cancels the series, so the next start does not share the server with it. The first POST after the server started
-is reported apart (the server may still be loading the project in the background); the figure to read is the
-median of the others. Prints the load average at the start of each size.
+cancels the series, so the next start does not share the server with it. As the CLI does after it started a server
+(`lifecycle.wait_warm`), the first POST waits until /api/health says the server is warm (it loaded and checked the
+project); that wait is printed, and the first POST is reported apart. Prints the load average at the start of each
+size.
 
     .venv/bin/python bench/perf_series_start.py [--sizes 1000,10000,100000] [--repeat 5]
 """
@@ -76,6 +77,7 @@ def run_size(n: int, repeat: int) -> dict[str, Any]:
     return {
         "attempts": n,
         "first_ms": posts[0],
+        "warm_s": scale.WARM_S.get(port, 0.0),
         "post_median_ms": pc.median(posts[1:]),
         "post_max_ms": max(posts[1:]),
         "filled_median_ms": pc.median(filled[1:]),
@@ -95,13 +97,13 @@ def main() -> None:
         rows.append((run_size(n, args.repeat), load[0]))
     print()
     print(
-        "| attempts | load avg | first POST after start ms | POST median / max ms (of the next "
+        "| attempts | load avg | server warm after s | first POST ms | POST median / max ms (of the next "
         f"{args.repeat}) | rows all written, after ms | GET after the start ms |"
     )
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for r, load in rows:
         print(
-            f"| {r['attempts']:,} | {load:.2f} | {r['first_ms']:.0f} | {r['post_median_ms']:.0f} / "
+            f"| {r['attempts']:,} | {load:.2f} | {r['warm_s']:.2f} | {r['first_ms']:.0f} | {r['post_median_ms']:.0f} / "
             f"{r['post_max_ms']:.0f} | {r['filled_median_ms']:.0f} | {r['get_median_ms']:.0f} |"
         )
 

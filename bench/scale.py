@@ -69,6 +69,9 @@ def request(port: int, method: str, path: str, body: Any = None, timeout: float 
     return (time.perf_counter() - t) * 1000, payload
 
 
+WARM_S: dict[int, float] = {}  # port -> seconds from the server's first health answer to its warm one
+
+
 def start_server(root: Path) -> tuple[subprocess.Popen[bytes], int]:
     env = {**os.environ, "AQVEN_SIM_LATENCY_SCALE": "0"}
     log = open(root / "server.log", "wb")  # noqa: SIM115 - closed with the process
@@ -90,6 +93,13 @@ def start_server(root: Path) -> tuple[subprocess.Popen[bytes], int]:
             port = int(data["port"])
             TOKENS[port] = str(data["token"])
             request(port, "GET", "/api/health", timeout=5)
+            # As the CLI does after starting a server (lifecycle.wait_warm): wait until it loaded the project.
+            started = time.monotonic()
+            while request(port, "GET", "/api/health", timeout=5)[1].get("warm") == "no":
+                if time.monotonic() - started > 60:
+                    break
+                time.sleep(0.05)
+            WARM_S[port] = time.monotonic() - started
             return proc, port
         except (OSError, ValueError, KeyError):
             time.sleep(0.2)

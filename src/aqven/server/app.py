@@ -137,7 +137,8 @@ def create_app(root: Path, *, access: Access | None = None) -> FastAPI:
     async def health(request: Request, nonce: str | None = None) -> dict[str, str]:
         # Open to anyone who passes the Host and Origin checks, so it says little: with a nonce, the proof
         # that this server knows the token of server.json (the CLI checks it before it sends the token).
-        out = {"status": "ok", "version": __version__}
+        # `warm`: the project is loaded (or found not to load) and checked, so a request does not wait for that.
+        out = {"status": "ok", "version": __version__, "warm": "yes" if service.warmed.is_set() else "no"}
         if nonce:
             out["proof"] = health_proof(access.token, nonce[:200])
         if access.bearer_ok(request.headers.get("authorization")):

@@ -69,6 +69,16 @@ def health(port: int, token: str, timeout: float = 1.0) -> dict[str, Any] | None
     return data
 
 
+def wait_warm(root: Path, port: int, deadline: float) -> int:
+    """`port`, once the server on it says it is warm or at `deadline` (a server that is slow to load still serves)."""
+    while time.monotonic() < deadline:
+        info = read_server(root)
+        if info is None or not info.get("healthy") or info.get("warm"):
+            break
+        time.sleep(0.05)
+    return port
+
+
 def read_server(root: Path) -> dict[str, Any] | None:
     """The running server of this project, or None. A stale server.json (dead pid) is removed."""
     path = server_file(root)
@@ -98,6 +108,7 @@ def read_server(root: Path) -> dict[str, Any] | None:
         info["healthy"] = False
         return info
     info["healthy"] = True
+    info["warm"] = alive.get("warm") != "no"
     return info
 
 
@@ -251,8 +262,13 @@ def _lock_or_refuse(root: Path) -> FileLock:
     )
 
 
+WARM_WAIT_S = 20.0
+"""How long a CLI that started the server waits for it to load the project before its first request."""
+
+
 def ensure_server(root: Path, timeout: float = 30.0) -> int:
-    """The port of this project's server, starting one in the background when none runs."""
+    """The port of this project's server, starting one in the background when none runs (and then waiting, at most
+    WARM_WAIT_S, until it has loaded the project: its first request would otherwise wait for that load)."""
     root = root.resolve()
     info = read_server(root)
     if info is not None and info.get("healthy"):
@@ -274,7 +290,7 @@ def ensure_server(root: Path, timeout: float = 30.0) -> int:
     while time.monotonic() < deadline:
         info = read_server(root)
         if info is not None and info.get("healthy"):
-            return int(info["port"])
+            return wait_warm(root, int(info["port"]), time.monotonic() + WARM_WAIT_S)
         time.sleep(0.1)
     raise ServerError(
         "the project server did not start", code="SERVER_START_FAILED", hint=f"see {state_dir(root) / 'server.log'}"

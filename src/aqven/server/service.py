@@ -44,6 +44,7 @@ class ProjectService:
         self._checked = 0.0
         self._fp: tuple[tuple[str, float, int], ...] | None = None
         self._loading = threading.Lock()
+        self.warmed = threading.Event()  # `warm` ended (every server warms once, at its start)
         self._tasks: dict[str, asyncio.Task[RunRecord]] = {}
         self._engine: tuple[Workspace, Engine] | None = None
         self.series = SeriesService(self.workspace, self.engine, self.runs, SeriesStore(self.db))
@@ -68,14 +69,17 @@ class ProjectService:
         them (run in a thread when the server starts): the first series' start would wait for them. The next
         request still looks at the files (the load stays unchecked), and a project that does not load is left
         to the request that reads it, which reports why."""
-        with contextlib.suppress(Exception):
-            with self._loading:
-                if self._workspace is None:
-                    self._fp = fingerprint(self.root)
-                    self._workspace = Workspace.load(self.root)
-                ws = self._workspace
-            loaded_diagnostics(ws)
-            warm_prices()
+        try:
+            with contextlib.suppress(Exception):
+                with self._loading:
+                    if self._workspace is None:
+                        self._fp = fingerprint(self.root)
+                        self._workspace = Workspace.load(self.root)
+                    ws = self._workspace
+                loaded_diagnostics(ws)
+                warm_prices()
+        finally:
+            self.warmed.set()  # loaded, or found not to load: /api/health says so, and a starting CLI waits for it
 
     def project(self) -> Project:
         return self.workspace().project

@@ -42,3 +42,17 @@ def test_server_json_with_a_reused_pid_does_not_block_the_next_server(tmp_path: 
         stop_server(root)
         stranger.kill()
         stranger.wait()
+
+
+def test_a_cli_that_starts_the_server_waits_until_the_server_loaded_the_project(tmp_path: Path) -> None:
+    """A server loads and checks its project in the background when it starts; a series started before that waits
+    for the load (seconds for a large dataset). The CLI that started the server waits until /api/health says warm."""
+    root = tmp_path / "p"
+    write_project(root, cases=20_000, simulator="seeded")  # a load that takes a while
+    try:
+        port = ensure_server(root, timeout=90)
+        info = read_server(root)
+        assert info is not None and info["healthy"] and info["port"] == port
+        assert info["warm"], "ensure_server returned before the server had loaded the project"
+    finally:
+        stop_server(root)

@@ -149,7 +149,7 @@ def test_no_token_no_answer_and_a_cookie_never_opens_mcp(served: LiveServer) -> 
     assert series(served, sid)["spend"]["cap_usd"] == "5.00"
     # health is open but proves only that the server knows the token: no root, no data
     status, _h, raw = send(served, "GET", "/api/health?nonce=abc", token="")
-    assert status == 200 and set(json.loads(raw)) == {"status", "version", "proof"}
+    assert status == 200 and set(json.loads(raw)) == {"status", "version", "warm", "proof"}
     # a logged-in Studio cookie reaches the REST API, but never /mcp
     cookie, _csrf = studio_session(served)
     assert send(served, "GET", "/api/project", token="", headers={"Cookie": cookie})[0] == 200
