@@ -84,13 +84,16 @@ def write_tiny_project(root: Path, *, cases: int, latency_s: float = 0.0, concur
     return root
 
 
-async def run_series_in_process(root: Path, attempts: int, *, poll_s: float = 50) -> dict[str, Any]:
-    """Start the experiment's series through ProjectService/SeriesService and wait for its end."""
+async def run_series_in_process(root: Path, attempts: int, *, poll_s: float = 50, warm: bool = False) -> dict[str, Any]:
+    """Start the experiment's series through ProjectService/SeriesService and wait for its end. With `warm`, the
+    service first loads the project, its check and the price table, as a server does when it starts (untimed)."""
     from aqven.research.series.start import SeriesStartBody
     from aqven.server.service import ProjectService
 
     cases, repeats = split_attempts(attempts)
     svc = ProjectService(root)
+    if warm:
+        await asyncio.to_thread(svc.warm)
     started = time.perf_counter()
     out = await svc.series.start(
         SeriesStartBody(
