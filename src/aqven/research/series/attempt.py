@@ -1,14 +1,17 @@
 """One attempt of a series, run to what its row should say: the run, its checks, outcome, value and cost.
 
-The series runner decides which attempt runs and writes its end (`SeriesRunner._finish`); this module only runs
-it, in whichever process has the attempt: the server itself, or a worker process (`research/series/worker.py`).
-It writes the attempt's run (its row and events, through the engine) and the hash of the inputs it starts on,
-never the attempt's status: one process, the server, moves attempts between queued, running and done.
+The series runner decides which attempt runs; this module runs it, in whichever process has the attempt: the
+server itself, or a worker process (`research/series/worker.py`). `run_attempt` writes the attempt's run (its row
+and events, through the engine) and the hash of the inputs it starts on. The attempt's own row moves from queued to
+running (`claim`) and to done (`finish_row`) in the process that runs it: in the server, the runner writes both; a
+worker writes both itself (`run_owned`), so with workers on, the server writes nothing per attempt and never waits
+on the database's writer lock while it hands out work.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,6 +20,7 @@ from typing import Any
 
 from aqven.engine.runner import Begun, Engine
 from aqven.errors import CASE_NOT_FOUND, NotFoundError
+from aqven.models.outcomes import CODE_ERROR
 from aqven.project.schema import Case
 from aqven.research.checks.scoring import AttemptView, score_checks
 from aqven.research.experiments.inputs import attempt_inputs_hash
@@ -48,6 +52,85 @@ class AttemptResult:
     tokens: int | None = None  # input + output tokens of its run (None: not known here)
 
 
+def internal_error(what: str, cost: Decimal) -> AttemptResult:
+    """The end of an attempt that raised `what` (a bug in one attempt must not stop the series): an infrastructure
+    error."""
+    return AttemptResult(outcome="infra", code=CODE_ERROR, message=f"internal error: {what}", cost=cost)
+
+
+def finish_row(store: SeriesStore, s: SeriesRow, a: AttemptRow, out: AttemptResult) -> None:
+    """Write a finished attempt's end on its row, with the series' running time at that moment (a row that is not
+    running any more is left as it is)."""
+    # The series' clock as it is now (only its two columns: the plan is not parsed once per attempt).
+    clock = store.db.query_one("SELECT active_seconds, active_since FROM series WHERE id=?", (s.id,))
+    assert clock is not None
+    since = clock["active_since"]
+    active = clock["active_seconds"] + (time.time() - since if since is not None else 0.0)
+    store.finish_attempt(
+        s.id,
+        a.idx,
+        outcome=out.outcome,
+        value=out.value,
+        error_code=out.code,
+        error_message=out.message,
+        checks=out.checks,
+        cost_usd=str(out.cost),
+        unpriced=out.unpriced,
+        active_at_end=active,
+        inputs_hash=out.inputs_hash,
+    )
+
+
+def result_of_row(a: AttemptRow) -> AttemptResult:
+    """What a finished attempt's row says, as its runner would have answered (its tokens are read from its run)."""
+    return AttemptResult(
+        outcome=a.outcome or "infra",
+        value=a.value,
+        code=a.error_code,
+        message=a.error_message,
+        checks=a.checks or [],
+        cost=dec(a.cost_usd),
+        unpriced=a.unpriced,
+        inputs_hash=a.inputs_hash,
+    )
+
+
+async def run_owned(
+    workspace: Callable[[], Workspace],
+    engine: Callable[[], Engine],
+    runs: RunStore,
+    store: SeriesStore,
+    s: SeriesRow,
+    a: AttemptRow,
+    run_id: str,
+) -> AttemptResult | None:
+    """Claim a queued attempt (or take up one already claimed with `run_id`), run it and write its end: None when it
+    was not queued any more (nothing ran). An attempt that raises ends as an infrastructure error, written here too.
+    The claim is one transaction with the run's creation and first writes (`run_attempt`)."""
+    try:
+        out = await run_attempt(workspace, engine, runs, store, s, a, run_id)
+    except NotQueued:
+        return None
+    except Exception as exc:
+        out = internal_error(f"{type(exc).__name__}: {exc}", dec(a.cost_usd))
+        if a.status == "queued" and not store.claim(s.id, a.idx, run_id):  # it raised before its first write
+            if store.attempt(s.id, a.idx).run_id != run_id:
+                return None
+    if not out.waiting:
+        finish_row(store, s, a, out)
+    return out
+
+
+class NotQueued(BaseException):
+    """A queued attempt's claim found it taken: its first transaction rolls back, so nothing of its run is written.
+    A BaseException, so that it passes through the engine's handlers untouched, up to `run_owned`."""
+
+
+def _claim(store: SeriesStore, s: SeriesRow, a: AttemptRow, run_id: str) -> None:
+    if not store.claim(s.id, a.idx, run_id):
+        raise NotQueued(f"attempt {a.idx} of {s.id} is not queued")
+
+
 def _case(ws: Workspace, s: SeriesRow, name: str) -> Case:
     case = ws.case(s.plan.dataset_id, name)
     if case is not None:
@@ -77,6 +160,8 @@ async def run_attempt(
     try:
         case = _case(ws, s, a.case_name)
     except NotFoundError as exc:
+        if a.status == "queued":
+            _claim(store, s, a, run_id)  # its end is written on a claimed row
         return AttemptResult(outcome="infra", code=exc.code, message=exc.message, cost=dec(a.cost_usd))
     started_on = a.inputs_hash
     runner = engine()
@@ -85,7 +170,9 @@ async def run_attempt(
         started_on = inputs_hash(s, ws)
         before.append(functools.partial(store.set_attempt_inputs, s.id, a.idx, started_on))
     begun: RunRecord | Begun
-    if runs.exists(run_id):  # resumed: after a restart, a person's answer, or in another worker
+    if a.status == "queued":  # claimed with its run's creation: the first transaction of both (`run_owned`)
+        before.insert(0, functools.partial(_claim, store, s, a, run_id))
+    if a.status != "queued" and runs.exists(run_id):  # resumed: after a restart, a person's answer, another worker
         with runs.db.batch():
             for write in before:
                 write()

@@ -26,10 +26,10 @@ from typing import Any
 from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError
 from aqven.models.gate import CpuGate, held
-from aqven.models.outcomes import CODE_ERROR, PROVIDER_RATE_LIMITED, redact
+from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
 from aqven.models.telemetry import tracer
 from aqven.research.experiments.workspace import Workspace
-from aqven.research.series.attempt import AttemptResult, dec, run_attempt
+from aqven.research.series.attempt import AttemptResult, dec, finish_row, internal_error, result_of_row, run_owned
 from aqven.research.series.early import DECIDED_EARLY, EarlyStop, sequence_view
 from aqven.research.series.end import finalize
 from aqven.research.series.fill import AttemptFill
@@ -120,8 +120,7 @@ def attempt_span(s: SeriesRow, a: AttemptRow) -> Any:
 
 
 def _internal_error(exc: Exception, cost: Decimal) -> AttemptResult:
-    what = str(exc) if isinstance(exc, RaisedInWorker) else f"{type(exc).__name__}: {exc}"
-    return AttemptResult(outcome="infra", code=CODE_ERROR, message=f"internal error: {what}", cost=cost)
+    return internal_error(str(exc) if isinstance(exc, RaisedInWorker) else f"{type(exc).__name__}: {exc}", cost)
 
 
 def _sets_reserve(outcome: str | None, cost: Decimal) -> bool:
@@ -340,10 +339,9 @@ class SeriesRunner:
                 self._pause_at_cap(s, tally)
                 return True
             attempt = queue.pop(0)
-            run_id = new_id("run")
-            if not self.store.claim(s.id, attempt.idx, run_id):
-                continue
-            running[attempt.idx] = self._track(s, attempt, run_id, tally)
+            # Claimed where it runs, with its run's first writes (research/series/attempt.py `run_owned`): with workers
+            # on, this process writes nothing per attempt and never waits for the writer lock while they wait for work.
+            running[attempt.idx] = self._track(s, attempt, new_id("run"), tally)
             if tally.reserve is None:
                 break
         return False
@@ -361,20 +359,23 @@ class SeriesRunner:
             tokens: int | None = None  # what its run used, when the attempt says (else read from the run's row)
             try:
                 with attempt_span(s, attempt) as span:
+                    # Claimed, run and its end written where it runs (None: it was not queued any more).
                     if pool is not None:
-                        out = await self._in_worker(pool, s, attempt, run_id)
+                        got = await self._in_worker(pool, s, attempt, run_id)
                     else:
-                        out = await run_attempt(self._ws, self._engine, self.runs, self.store, s, attempt, run_id)
+                        got = await run_owned(self._ws, self._engine, self.runs, self.store, s, attempt, run_id)
+                    if got is None:
+                        return "skipped"
+                    out = got
                     if out.waiting:
                         self.wake(s.id)
                         result = "waiting"
                     else:
-                        self._finish(s, attempt, out)
                         result, cost, outcome, tokens = "done", out.cost, out.outcome, out.tokens
                     span.set_attributes({"aqven.outcome": outcome or result, "aqven.cost_usd": str(cost)})
             except Exception as exc:  # a bug in one attempt must not stop the series: it is an infrastructure error
                 cost, result, outcome = dec(attempt.cost_usd), "done", "infra"
-                self._finish(s, attempt, _internal_error(exc, cost))
+                self._write_end(s, attempt, run_id, _internal_error(exc, cost))
             if result == "done":
                 used = tokens if tokens is not None else self._run_tokens(run_id)
                 tally.tokens += used
@@ -403,23 +404,36 @@ class SeriesRunner:
             self._workers = WorkerPool(self._ws().project.root, size)
         return self._workers
 
-    async def _in_worker(self, pool: WorkerPool, s: SeriesRow, attempt: AttemptRow, run_id: str) -> AttemptResult:
-        """Run the attempt in a worker; a worker that dies under it (killed, crashed) is replaced and the attempt
-        resumed from its run's last finished node in another, as after a restart of the server."""
+    async def _in_worker(
+        self, pool: WorkerPool, s: SeriesRow, attempt: AttemptRow, run_id: str
+    ) -> AttemptResult | None:
+        """Run the attempt in a worker, which claims it and writes its end (None: it was not queued any more); a
+        worker that dies under it (killed, crashed) is replaced and the attempt resumed from its run's last finished
+        node in another, as after a restart of the server."""
         for _ in range(WORKER_DEATHS):
             try:
                 return await pool.run(s, attempt, run_id)
             except WorkerDied as exc:
+                # As far as it got: claimed or not, the inputs hash it started on, or its end written already.
+                attempt = self.store.attempt(s.id, attempt.idx)
+                if attempt.status == "done" and attempt.run_id == run_id:
+                    return result_of_row(attempt)  # it died after it wrote the end, before it answered
                 log.warning("series %s attempt %d: %s; resumed in another worker", s.id, attempt.idx, exc)
-                attempt = self.store.attempt(s.id, attempt.idx)  # the inputs hash it started on, if it got that far
             finally:
                 self._close_retired()
-        return AttemptResult(
+        lost = AttemptResult(
             outcome="infra",
             code=WORKER_LOST,
             message=f"the worker process running this attempt died {WORKER_DEATHS} times",
             cost=dec(attempt.cost_usd),
         )
+        self._write_end(s, attempt, run_id, lost)
+        return lost
+
+    def _write_end(self, s: SeriesRow, a: AttemptRow, run_id: str, out: AttemptResult) -> None:
+        """Write the end of an attempt whose runner could not write it (claimed here first if it never was)."""
+        self.store.claim(s.id, a.idx, run_id)
+        finish_row(self.store, s, a, out)
 
     def _close_retired(self) -> None:
         for pool in [p for p in self._retired if p.idle()]:
@@ -474,27 +488,6 @@ class SeriesRunner:
         return waiting
 
     # ---- one attempt ----
-
-    def _finish(self, s: SeriesRow, a: AttemptRow, out: AttemptResult) -> None:
-        # The series' clock as it is now (only its two columns: the plan is not parsed once per attempt).
-        clock = self.store.db.query_one("SELECT active_seconds, active_since FROM series WHERE id=?", (s.id,))
-        assert clock is not None
-        active = clock["active_seconds"] + (
-            time.time() - clock["active_since"] if clock["active_since"] is not None else 0.0
-        )
-        self.store.finish_attempt(
-            s.id,
-            a.idx,
-            outcome=out.outcome,
-            value=out.value,
-            error_code=out.code,
-            error_message=out.message,
-            checks=out.checks,
-            cost_usd=str(out.cost),
-            unpriced=out.unpriced,
-            active_at_end=active,
-            inputs_hash=out.inputs_hash,
-        )
 
     # ---- states ----
 

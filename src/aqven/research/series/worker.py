@@ -2,8 +2,9 @@
 
     main([ROOT, SERVER_PID, WORKERS])    (started by research/series/workers.py, bound to the server's life first)
 
-It reads ("run", job, series_id, attempt, run_id), ("cancel", job) and ("stop",) from stdin and answers
-("ready", pid), ("done", job, AttemptResult) or ("error", job, text) on stdout, in frames of pickled messages read
+It reads ("run", job, series_id, attempt, run_id), ("cancel", job) and ("stop",) from stdin; it claims the attempt,
+runs it and writes its end (`run_owned`), and answers ("ready", pid), ("done", job, AttemptResult), ("skipped", job)
+(the attempt was not queued any more) or ("error", job, text) on stdout, in frames of pickled messages read
 on its event loop (research/series/workers.py). Several attempts run side by side on its event loop, their CPU
 phases in FIFO order (aqven.models.gate), as in the server. It reads the project files again when they change, as
 the server does. When its stdin ends the server is gone, and it exits at once; a watch thread also exits it when
@@ -29,7 +30,7 @@ from aqven.models.gate import CpuGate, held
 from aqven.project.paths import DB_FILE, state_dir
 from aqven.project.watch import FINGERPRINT_EVERY_S, Fingerprint, fingerprint
 from aqven.research.experiments.workspace import Workspace
-from aqven.research.series.attempt import run_attempt
+from aqven.research.series.attempt import run_owned
 from aqven.research.series.workers import Outbox, read_pipe, write
 from aqven.store.db import Database
 from aqven.store.runs import RunStore
@@ -102,10 +103,9 @@ class Worker:
                     self.series.clear()
                 s = self.series[series_id] = self.store.get(series_id)
             async with held(self.gate):
-                result = await run_attempt(
-                    self.live.workspace, self.live.engine, self.runs, self.store, s, attempt, run_id
-                )
-            answer: tuple[Any, ...] = ("done", job, result)
+                live = self.live
+                result = await run_owned(live.workspace, live.engine, self.runs, self.store, s, attempt, run_id)
+            answer: tuple[Any, ...] = ("skipped", job) if result is None else ("done", job, result)
         except asyncio.CancelledError:
             return
         except Exception as exc:

@@ -1,9 +1,11 @@
 """The worker processes of a project server: where a series' attempts run when `workers` is above 1.
 
-The series runner stays the one place that decides: it claims an attempt in the database (queued → running, its
-run id) exactly as with no workers, then hands it to the least busy worker and waits for what the attempt's row
-should say (`AttemptResult`), which the runner writes itself. A worker runs the attempt's run and checks
-(`research/series/attempt.py`) against the same database; it never changes an attempt's status.
+The series runner stays the one place that decides: it picks the next attempt and its run id exactly as with no
+workers, then hands it to the least busy worker and waits for what the attempt's row says (`AttemptResult`). The
+worker claims the attempt (queued → running, with that run id, or answers "skipped" when it is not queued any more),
+runs its run and checks and writes its end (`research/series/attempt.py` `run_owned`), all against the same
+database: the server writes nothing per attempt, so it never waits for the writer lock while the workers wait for
+work. Only when a worker could not write an end (it raised, or died too often) does the server write it.
 
 A worker is `aqven.research.series.worker` in a child of the server, spoken to over its stdin and stdout
 (pickled messages). Who dies:
@@ -201,7 +203,7 @@ def _keep(task: asyncio.Task[Any]) -> None:
 class _Worker:
     proc: subprocess.Popen[bytes]
     outbox: Outbox
-    pending: dict[int, Future[AttemptResult]] = field(default_factory=dict)
+    pending: dict[int, Future[AttemptResult | None]] = field(default_factory=dict)
     ready: bool = False  # it has loaded its modules and answers (a fresh one takes a few seconds)
     alive: bool = True
 
@@ -220,12 +222,13 @@ class WorkerPool:
 
     # ---- the server's side ----
 
-    async def run(self, s: SeriesRow, attempt: AttemptRow, run_id: str) -> AttemptResult:
-        """Run one claimed attempt in a worker; `WorkerDied` when that worker died before it answered."""
+    async def run(self, s: SeriesRow, attempt: AttemptRow, run_id: str) -> AttemptResult | None:
+        """Claim, run and finish one attempt in a worker (None: it was not queued any more); `WorkerDied` when that
+        worker died before it answered."""
         self._fill()
         worker = self._pick()
         job = next(self._jobs)
-        future: Future[AttemptResult] = self._loop.create_future()
+        future: Future[AttemptResult | None] = self._loop.create_future()
         worker.pending[job] = future
         try:
             worker.outbox.put(("run", job, s.id, attempt, run_id))
@@ -323,6 +326,8 @@ class WorkerPool:
             return  # cancelled meanwhile
         if kind == "done":
             future.set_result(message[2])
+        elif kind == "skipped":
+            future.set_result(None)
         else:  # "error": the attempt raised in the worker, as it would have here
             future.set_exception(RaisedInWorker(message[2]))
 
