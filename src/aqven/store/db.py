@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aqven.errors import DB_SCHEMA_NEWER, AqvenError
-from aqven.store.writer_lock import WriterLock
 
 T = TypeVar("T")
 
@@ -307,8 +306,6 @@ class Database:
         self._lock = threading.RLock()
         self._depth = 0  # open transactions of the lock's holder (a batch and what it groups)
         self.generation = 0  # counts rollbacks: what a store remembers of its own writes is good within one
-        # Every process writing this database queues on one file lock before SQLite's (store/writer_lock.py).
-        self._writer = WriterLock(Path(f"{path}-writer"))
         self._conn = self._connect()
         self._conn.execute("PRAGMA journal_mode=WAL")
         # Held-out inputs and outputs live here: only this user reads them (SQLite gives -wal/-shm the same mode).
@@ -372,12 +369,7 @@ class Database:
             cur = self._conn.cursor()
             outer = self._depth == 0
             if outer:
-                self._writer.acquire(BUSY_WAIT_S)
-                try:
-                    _patient(lambda: cur.execute("BEGIN IMMEDIATE"))  # a writer that takes no file lock, if any
-                except BaseException:
-                    self._writer.release()
-                    raise
+                _patient(lambda: cur.execute("BEGIN IMMEDIATE"))
             else:
                 cur.execute("SAVEPOINT nested")
             self._depth += 1
@@ -394,8 +386,6 @@ class Database:
             finally:
                 self._depth -= 1
                 cur.close()
-                if outer:
-                    self._writer.release()
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -422,4 +412,3 @@ class Database:
                 conn.close()
             self._reader_conns.clear()
             self._conn.close()
-            self._writer.close()
