@@ -77,10 +77,14 @@ class Engine:
         self._patch_for = patch_for or (lambda _req: None)
         self._compiled: dict[tuple[str, str | None, str | None], CompiledFlow] = {}
         self._spans: dict[tuple[str, str | None, str | None, str | None, str | None], tuple[int, int, set[str]]] = {}
-        # Writes of a run held back to share the transaction of the write that follows them in the same synchronous
-        # step (a node's start and its model request; a model's response and its node's end): each commit costs
-        # about as much as the writes it holds. Only ever held where the next write comes before any wait.
+        # Writes of a run held back to share the transaction of the run's next write: each commit costs about as
+        # much as the writes it holds, and with worker processes every transaction queues for SQLite's one writer.
+        # What may wait: a run's start, a node's start, a code or group node's end: lost in a crash, they cost a
+        # code node run again on resume. What may not wait past a wait of the run: a model's answer (it records
+        # money spent), so a run holding one (`_paid`) writes it before any wait, and every write goes before a
+        # model request (a request that is sent is on record) and before a wait for a person.
         self._held: dict[str, list[Callable[[], object]]] = {}
+        self._paid: set[str] = set()
 
     # ---- preparing ----
 
@@ -157,6 +161,7 @@ class Engine:
         if record.status in ("done", "failed"):
             return record
         self._held.pop(run_id, None)  # nothing of an earlier execution is left to write
+        self._paid.discard(run_id)
         self._mark_started(run_id, record.request, resumed=bool(self.runs.events(run_id, limit=1)))
         return Begun(run_id, record.request)
 
@@ -211,11 +216,14 @@ class Engine:
             self.runs.finish(run_id, status="done", output=output, outcome="ok")
             return self.runs.get(run_id)
 
-    def _hold(self, run_id: str, write: Callable[[], object]) -> None:
+    def _hold(self, run_id: str, write: Callable[[], object], *, paid: bool = False) -> None:
         self._held.setdefault(run_id, []).append(write)
+        if paid:
+            self._paid.add(run_id)
 
     def _flush(self, run_id: str) -> None:
         """Write what the run held back (inside the caller's batch)."""
+        self._paid.discard(run_id)
         for write in self._held.pop(run_id, ()):
             write()
 
@@ -230,9 +238,10 @@ class Engine:
         with self._write(run_id):
             self.runs.append_event(run_id, kind, path, data)
 
-    def _flush_now(self, run_id: str) -> None:
-        """Before a wait: write what is held (nothing is held across one)."""
-        if self._held.get(run_id):
+    def _flush_paid(self, run_id: str) -> None:
+        """Before a wait of the run (or while another of its nodes waits): write what is held if a model's answer
+        is among it; the rest waits for the run's next write."""
+        if run_id in self._paid:
             with self._write(run_id):
                 pass
 
@@ -277,11 +286,10 @@ class Engine:
         done: dict[str, Any],
     ) -> None:
         if len(nodes) == 1:
-            # The usual flow of one llm node: no task to schedule and gather, and the node's end is written with
-            # whatever the caller writes next (the run's end), which follows before any wait.
-            await self._run_node(run_id, nodes[0], scope, request, prefix, done, inline=True)
+            # The usual flow of one llm node: no task to schedule and gather.
+            await self._run_node(run_id, nodes[0], scope, request, prefix, done)
             return
-        self._flush_now(run_id)  # the tasks start after a wait
+        self._flush_paid(run_id)  # the tasks start after a wait
         tasks: dict[str, asyncio.Task[None]] = {}
         local_ids = {n.id for n in nodes}
 
@@ -289,7 +297,7 @@ class Engine:
             for dep in node.deps & local_ids:
                 await tasks[dep]
             await self._run_node(run_id, node, scope, request, prefix, done)
-            self._flush_now(run_id)  # the task ends: its waiter runs after a wait
+            self._flush_paid(run_id)  # the task ends: its waiter runs after a wait
 
         for node in nodes:
             tasks[node.id] = asyncio.ensure_future(run_one(node))
@@ -309,8 +317,6 @@ class Engine:
         request: RunRequest,
         prefix: str,
         done: dict[str, Any],
-        *,
-        inline: bool = False,
     ) -> None:
         path = f"{prefix}{node.id}"
         if path in done:
@@ -318,10 +324,8 @@ class Engine:
             return
         inputs = resolve(node.inputs, scope.as_dict())
         opening = {"kind": node.kind, "inputs": inputs} if node.kind != "group" else {"kind": node.kind}
-        if node.kind == "llm":  # written with its first model request, which follows before any wait
-            self._hold(run_id, functools.partial(self.runs.append_event, run_id, "node_start", path, opening))
-        else:
-            self._event(run_id, "node_start", path, opening)
+        # Written with the run's next write: an llm node's model request, a code node's end (`_held`).
+        self._hold(run_id, functools.partial(self.runs.append_event, run_id, "node_start", path, opening))
         started = time.perf_counter()
         try:
             output = await self._dispatch(run_id, node, inputs, scope, request, prefix, done)
@@ -333,10 +337,8 @@ class Engine:
             raise
         scope.nodes[node.id] = output
         ending = {"output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
-        if inline:
-            self._hold(run_id, functools.partial(self.runs.append_event, run_id, "node_end", path, ending))
-        else:
-            self._event(run_id, "node_end", path, ending)  # with an llm node's response
+        # With an llm node's response, before the run's next wait; else with the run's next write (`_held`).
+        self._hold(run_id, functools.partial(self.runs.append_event, run_id, "node_end", path, ending))
 
     async def _dispatch(
         self,
@@ -352,6 +354,7 @@ class Engine:
         if node.kind == "llm":
             return await self._llm(run_id, node, inputs, request, path)
         if node.kind == "code":
+            self._flush_paid(run_id)  # the code runs on a thread: a wait
             return await self._code(node, inputs, path)
         if node.kind == "call":
             assert node.called is not None
@@ -488,7 +491,7 @@ class Engine:
             if not request.simulate:
                 outage.reached(node.agent)
             # Written with the node's end, which follows at once (`_run_node`).
-            self._hold(run_id, functools.partial(self._record_response, run_id, path, result))
+            self._hold(run_id, functools.partial(self._record_response, run_id, path, result), paid=True)
             return result.output
 
     def _record_response(self, run_id: str, path: str, result: CallResult) -> None:
