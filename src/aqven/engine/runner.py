@@ -37,6 +37,10 @@ MAX_RETRY_WAIT_S = 30.0
 DEFAULT_CODE_TIMEOUT_S = 60.0
 
 
+SHOW_AFTER_S = 0.1
+"""A code node running longer than this has its run's held writes written while it runs (`_code_shown`)."""
+
+
 class WaitingHuman(Exception):
     def __init__(self, node_id: str) -> None:
         super().__init__(node_id)
@@ -354,8 +358,7 @@ class Engine:
         if node.kind == "llm":
             return await self._llm(run_id, node, inputs, request, path)
         if node.kind == "code":
-            self._flush_paid(run_id)  # the code runs on a thread: a wait
-            return await self._code(node, inputs, path)
+            return await self._code_shown(run_id, node, inputs, path)
         if node.kind == "call":
             assert node.called is not None
             return await self._run_flow(run_id, node.called, request, prefix=f"{path}/", top=False, flow_input=inputs)
@@ -519,6 +522,31 @@ class Engine:
                 "output": result.output,
             },
         )
+
+    async def _code_shown(self, run_id: str, node: CompiledNode, inputs: dict[str, Any], path: str) -> Any:
+        """A code node runs on a thread, a wait: a model's answer the run holds is written first, and what else it
+        holds (its start, a series attempt's claim) once the code has taken SHOW_AFTER_S, so a slow code node's run
+        is on record, and counted running, while it runs. A claim that fails there fails the node's run as it would
+        have at the run's next write."""
+        self._flush_paid(run_id)
+        failed: list[BaseException] = []
+
+        def show() -> None:
+            try:
+                if self._held.get(run_id):
+                    with self._write(run_id):
+                        pass
+            except BaseException as exc:  # raised in the run's own task below, not in the loop's handler
+                failed.append(exc)
+
+        timer = asyncio.get_running_loop().call_later(SHOW_AFTER_S, show)
+        try:
+            value = await self._code(node, inputs, path)
+        finally:
+            timer.cancel()
+        if failed:
+            raise failed[0]
+        return value
 
     async def _code(self, node: CompiledNode, inputs: dict[str, Any], path: str) -> Any:
         assert node.code_file is not None and node.code_function is not None

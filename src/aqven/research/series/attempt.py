@@ -113,9 +113,13 @@ async def run_owned(
         return None
     except Exception as exc:
         out = internal_error(f"{type(exc).__name__}: {exc}", dec(a.cost_usd))
-        if a.status == "queued" and not store.claim(s.id, a.idx, run_id):  # it raised before its first write
-            if store.attempt(s.id, a.idx).run_id != run_id:
-                return None
+        # It raised before its first write (so before its claim): claimed now, unless another run has it.
+        if (
+            a.status == "queued"
+            and not store.claim(s.id, a.idx, run_id)
+            and store.attempt(s.id, a.idx).run_id != run_id
+        ):
+            return None
     if not out.waiting:
         finish_row(store, s, a, out)
     return out

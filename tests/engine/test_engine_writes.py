@@ -1,0 +1,167 @@
+"""When the engine writes a run: few transactions, and never a model's answer held across a wait.
+
+A run's node starts and code-node ends wait for the run's next write (they share its transaction), or for a code
+node that takes longer than SHOW_AFTER_S; a model's answer records money spent, so it is on record before the run
+waits for anything else: another node's model call, a code node's thread. Read here from a second connection while
+the run is still waiting, as a crash would leave it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from aqven.engine.runner import Engine
+from aqven.models.call import CallResult, ModelCall
+from aqven.project.loader import load_project
+from aqven.store.db import Database
+from aqven.store.records import RunRequest
+from aqven.store.runs import RunStore, new_id
+from support.projects import write_files
+
+FILES = {
+    "aqven.yaml": "package: demo\nengine: {provider_retries: 0, retry_backoff_s: 0}\n",
+    "agents/a.yaml": "model: openrouter:openai/gpt-4.1-mini\nsimulator: sim.py:a\n",
+    "sim.py": "def a(req):\n    return None\n",
+    # fast and slow side by side: fast's answer must be written while slow still waits for its model
+    "flows/pair/flow.yaml": """
+input: {q: string}
+output: {answer: string}
+nodes:
+  - {id: fast, kind: llm, agent: a, prompt: ask.md, inputs: {q: $input.q}, output: {answer: string}}
+  - {id: slow, kind: llm, agent: a, prompt: ask.md, inputs: {q: $input.q}, output: {answer: string}}
+  - id: join
+    kind: code
+    code: code.py:join
+    inputs: {f: $fast.out.answer, s: $slow.out.answer}
+    output: {answer: string}
+""",
+    # a model's answer, then a code node that takes its time on its thread
+    "flows/chain/flow.yaml": """
+input: {q: string}
+output: {answer: string}
+nodes:
+  - {id: ask, kind: llm, agent: a, prompt: ask.md, inputs: {q: $input.q}, output: {answer: string}}
+  - {id: ponder, kind: code, code: code.py:ponder, inputs: {a: $ask.out.answer}, output: {answer: string}}
+""",
+    # the showcase's shape: a group of a code node and the llm node it feeds
+    "flows/polish/flow.yaml": """
+input: {q: string}
+output: {answer: string}
+nodes:
+  - id: polish
+    kind: group
+    nodes:
+      - {id: policy, kind: code, code: code.py:policy, inputs: {q: $input.q}, output: {rule: string}}
+      - {id: revise, kind: llm, agent: a, prompt: ask.md, inputs: {q: $policy.out.rule}, output: {answer: string}}
+    result: $revise.out
+""",
+    "flows/pair/ask.md": "Answer: {{ q }}\n",
+    "flows/chain/ask.md": "Answer: {{ q }}\n",
+    "flows/polish/ask.md": "Answer: {{ q }}\n",
+    "flows/pair/code.py": "def join(f, s):\n    return {'answer': f + s}\n",
+    "flows/chain/code.py": "import time\n\ndef ponder(a):\n    time.sleep(0.6)\n    return {'answer': a}\n",
+    "flows/polish/code.py": "def policy(q):\n    return {'rule': 'no promises: ' + q}\n",
+}
+
+
+class Model:
+    """Answers each node after its own delay."""
+
+    def __init__(self, delays: dict[str, float]) -> None:
+        self.delays = delays
+
+    async def __call__(self, call: ModelCall, on_event: Any = None) -> CallResult:
+        await asyncio.sleep(self.delays.get(call.node_id, 0.0))
+        return CallResult(
+            output={"answer": call.node_id},
+            model_name=call.agent.model,
+            provider="openrouter",
+            input_tokens=10,
+            output_tokens=5,
+            requests=1,
+            cost_usd=Decimal("0.0001"),
+            cost_source="provider",
+            simulated=call.simulate,
+            latency_ms=1.0,
+            output_retries=0,
+        )
+
+
+def _engine(root: Path, delays: dict[str, float]) -> tuple[Engine, RunStore, RunStore]:
+    write_files(root, FILES)
+    project = load_project(root)
+    assert not project.diagnostics, project.diagnostics
+    path = root / ".aqven" / "aqven.sqlite"
+    runs = RunStore(Database(path))
+    return Engine(project, runs, call=Model(delays)), runs, RunStore(Database(path))
+
+
+def _kinds(other: RunStore, run_id: str) -> list[tuple[str, str | None]]:
+    """The run's events as a crash now would leave them: read on another connection."""
+    return [(e.kind, e.node_id) for e in other.events(run_id)]
+
+
+async def _while_running(engine: Engine, run_id: str, at: float) -> asyncio.Task[Any]:
+    task = asyncio.ensure_future(engine.execute(run_id))
+    await asyncio.sleep(at)
+    assert not task.done()
+    return task
+
+
+async def test_a_models_answer_is_on_record_while_another_node_of_the_run_waits(tmp_path: Path) -> None:
+    engine, runs, other = _engine(tmp_path, {"fast": 0.05, "slow": 0.8})
+    run_id = runs.create(RunRequest(flow_id="pair", input={"q": "hi"}))
+    task = await _while_running(engine, run_id, 0.4)
+    seen = _kinds(other, run_id)
+    assert ("model_response", "fast") in seen and ("node_end", "fast") in seen
+    assert ("model_request", "slow") in seen and ("model_response", "slow") not in seen
+    assert other.get(run_id).cost_usd == "0.0001"  # the money fast spent is counted already
+    record = await task
+    assert record.status == "done" and record.output == {"answer": "fastslow"}
+
+
+async def test_a_models_answer_is_on_record_before_a_code_node_runs(tmp_path: Path) -> None:
+    engine, runs, other = _engine(tmp_path, {"ask": 0.0})
+    run_id = runs.create(RunRequest(flow_id="chain", input={"q": "hi"}))
+    task = await _while_running(engine, run_id, 0.3)  # ponder sleeps 0.6 s on its thread
+    seen = _kinds(other, run_id)
+    assert ("model_response", "ask") in seen and ("node_end", "ask") in seen
+    assert ("node_end", "ponder") not in seen
+    assert ("node_start", "ponder") in seen  # a code node that takes its time shows while it runs
+    record = await task
+    assert record.status == "done" and record.output == {"answer": "ask"}
+    kinds = _kinds(other, run_id)
+    assert kinds.index(("node_start", "ponder")) < kinds.index(("node_end", "ponder"))
+
+
+async def test_a_group_of_a_code_node_and_an_llm_node_commits_three_times(tmp_path: Path) -> None:
+    engine, runs, _ = _engine(tmp_path, {})
+    request = RunRequest(flow_id="polish", input={"q": "refund"})
+    run_id = new_id("run")
+    commits: list[str] = []
+    runs.db._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    # as a series attempt starts a run: its creation held for the run's first write
+    begun = engine.begin_new(run_id, request, [functools.partial(runs.create, request, run_id=run_id)])
+    record = await engine.proceed(begun)
+    runs.db._conn.set_trace_callback(None)
+    assert record.status == "done", record.error
+    # the run's creation and start with the model request (and the group's start, the code node's start and end,
+    # the llm node's start), the answer with the llm node's end, the group's end with the run's: 3 commits, where
+    # each node and event on its own would be 8
+    assert len(commits) == 3
+    assert [(e.kind, e.node_id) for e in runs.events(run_id)] == [
+        ("run_start", None),
+        ("node_start", "polish"),
+        ("node_start", "policy"),
+        ("node_end", "policy"),
+        ("node_start", "revise"),
+        ("model_request", "revise"),
+        ("model_response", "revise"),
+        ("node_end", "revise"),
+        ("node_end", "polish"),
+        ("run_end", None),
+    ]

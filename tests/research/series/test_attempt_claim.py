@@ -1,0 +1,89 @@
+"""An attempt is claimed and finished where it runs (research/series/attempt.py `run_owned`).
+
+Its claim (queued → running) is one transaction with its run's creation and first writes, so a claim that finds
+the attempt taken writes nothing of the run; with workers on, the server process writes nothing per attempt: each
+worker claims, runs and finishes its attempts, and the server only decides and counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from aqven.research.series.attempt import run_owned
+from aqven.research.series.start import SeriesStartBody
+from aqven.server.service import ProjectService
+from aqven.store.runs import new_id
+from support.series_kit import case_names, write_tiny
+
+
+async def _settle(svc: ProjectService, series_id: str) -> dict[str, object]:
+    state = await svc.series.get(series_id, wait_seconds=20)
+    while state["status"] not in ("done", "failed", "cancelled", "awaiting_approval"):
+        state = await svc.series.get(series_id, wait_seconds=20)
+    return state
+
+
+def test_a_claim_that_finds_the_attempt_taken_writes_nothing_of_its_run(tiny_env: Path, tmp_path: Path) -> None:
+    root = write_tiny(tmp_path / "tiny", case_names(4, 0))
+
+    async def main() -> None:
+        svc = ProjectService(root)
+        try:
+            out = await svc.series.start(SeriesStartBody(experiment_id="rate", on="dev", simulate=True))
+            sid = out["series"]["series_id"]
+            assert (await _settle(svc, sid))["status"] == "done"
+            store, runner = svc.series.store, svc.series.runner
+            done = store.attempts(sid)[0]
+            # As a second driver with a stale queue would try: the row says queued, the database says done.
+            stale = dataclasses.replace(done, status="queued", run_id=None)
+            run_id = new_id("run")
+            got = await run_owned(runner._ws, runner._engine, runner.runs, store, store.get(sid), stale, run_id)
+            assert got is None
+            assert store.db.query("SELECT id FROM runs WHERE id=?", (run_id,)) == []
+            assert store.db.query("SELECT seq FROM events WHERE run_id=?", (run_id,)) == []
+            again = store.attempt(sid, done.idx)
+            assert (again.status, again.run_id, again.outcome) == ("done", done.run_id, done.outcome)
+        finally:
+            await svc.shutdown()
+
+    asyncio.run(main())
+
+
+WRITES = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\s+(INTO\s+)?(attempts|runs|events)\b", re.IGNORECASE)
+
+
+def test_with_workers_the_server_writes_nothing_per_attempt(
+    tiny_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_WORKERS", "2")
+    root = write_tiny(tmp_path / "tiny", case_names(20, 0), concurrency=4)
+    assert "workers: 2" in (root / "aqven.yaml").read_text()
+
+    async def main() -> None:
+        svc = ProjectService(root)
+        written: list[str] = []
+        try:
+            assert await svc.series.runner.warm()  # the two worker processes are up
+            out = await svc.series.start(SeriesStartBody(experiment_id="rate", on="dev", simulate=True))
+            sid = out["series"]["series_id"]
+            # From here on every statement of the server's own connection is seen.
+            svc.db._conn.set_trace_callback(lambda sql: written.append(sql) if WRITES.match(sql) else None)
+            state = await _settle(svc, sid)
+            svc.db._conn.set_trace_callback(None)
+            assert state["status"] == "done" and state["progress"]["done"] == 20
+            attempts = svc.series.store.attempts(sid)
+            assert all(a.status == "done" and a.run_id for a in attempts)
+            runs = svc.db.query("SELECT id, status FROM runs WHERE series_id=?", (sid,))
+            assert sorted(r["id"] for r in runs) == sorted(a.run_id or "" for a in attempts)
+            assert all(r["status"] == "done" for r in runs)
+        finally:
+            await svc.shutdown()
+        # 20 attempts claimed, run and finished, and not one write of an attempt, a run or an event here.
+        assert written == [], written[:3]
+
+    asyncio.run(main())
