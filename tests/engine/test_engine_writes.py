@@ -14,6 +14,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from aqven.engine.runner import Engine
 from aqven.models.call import CallResult, ModelCall
 from aqven.project.loader import load_project
@@ -63,7 +65,11 @@ nodes:
     "flows/chain/ask.md": "Answer: {{ q }}\n",
     "flows/polish/ask.md": "Answer: {{ q }}\n",
     "flows/pair/code.py": "def join(f, s):\n    return {'answer': f + s}\n",
-    "flows/chain/code.py": "import time\n\ndef ponder(a):\n    time.sleep(0.6)\n    return {'answer': a}\n",
+    "flows/chain/code.py": (
+        "import os, pathlib, time\n\ndef ponder(a):\n"
+        "    pathlib.Path(os.environ['PONDER_MARK']).write_text('started')\n"
+        "    time.sleep(2.5)\n    return {'answer': a}\n"
+    ),
     "flows/polish/code.py": "def policy(q):\n    return {'rule': 'no promises: ' + q}\n",
 }
 
@@ -105,37 +111,53 @@ def _kinds(other: RunStore, run_id: str) -> list[tuple[str, str | None]]:
     return [(e.kind, e.node_id) for e in other.events(run_id)]
 
 
-async def _while_running(engine: Engine, run_id: str, at: float) -> asyncio.Task[Any]:
-    task = asyncio.ensure_future(engine.execute(run_id))
-    await asyncio.sleep(at)
+async def _seen_while_running(
+    engine: Engine, other: RunStore, run_id: str, until: tuple[str, str]
+) -> tuple[asyncio.Task[Any], list[tuple[str, str | None]]]:
+    """Run it, and read its events on another connection until `until` is among them: still running by then."""
+    return await _seen_while_running_task(asyncio.ensure_future(engine.execute(run_id)), other, run_id, until)
+
+
+async def _seen_while_running_task(
+    task: asyncio.Task[Any], other: RunStore, run_id: str, until: tuple[str, str]
+) -> tuple[asyncio.Task[Any], list[tuple[str, str | None]]]:
+    while until not in (seen := _kinds(other, run_id)):
+        assert not task.done(), f"{until} was never on record while the run ran: {seen}"
+        await asyncio.sleep(0.02)
     assert not task.done()
-    return task
+    return task, seen
 
 
 async def test_a_models_answer_is_on_record_while_another_node_of_the_run_waits(tmp_path: Path) -> None:
-    engine, runs, other = _engine(tmp_path, {"fast": 0.05, "slow": 0.8})
+    engine, runs, other = _engine(tmp_path, {"fast": 0.0, "slow": 3.0})
     run_id = runs.create(RunRequest(flow_id="pair", input={"q": "hi"}))
-    task = await _while_running(engine, run_id, 0.4)
-    seen = _kinds(other, run_id)
-    assert ("model_response", "fast") in seen and ("node_end", "fast") in seen
+    task, seen = await _seen_while_running(engine, other, run_id, ("model_response", "fast"))
+    assert ("node_end", "fast") in seen
     assert ("model_request", "slow") in seen and ("model_response", "slow") not in seen
     assert other.get(run_id).cost_usd == "0.0001"  # the money fast spent is counted already
     record = await task
     assert record.status == "done" and record.output == {"answer": "fastslow"}
 
 
-async def test_a_models_answer_is_on_record_before_a_code_node_runs(tmp_path: Path) -> None:
+async def test_a_models_answer_is_on_record_before_a_code_node_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mark = tmp_path / "ponder-started"
+    monkeypatch.setenv("PONDER_MARK", str(mark))
     engine, runs, other = _engine(tmp_path, {"ask": 0.0})
     run_id = runs.create(RunRequest(flow_id="chain", input={"q": "hi"}))
-    task = await _while_running(engine, run_id, 0.3)  # ponder sleeps 0.6 s on its thread
+    task = asyncio.ensure_future(engine.execute(run_id))
+    while not mark.exists():  # the code began on its thread (it sleeps 2.5 s)
+        assert not task.done()
+        await asyncio.sleep(0.005)
+    # the model's answer went on record before the code began, not later with what the run held besides
     seen = _kinds(other, run_id)
     assert ("model_response", "ask") in seen and ("node_end", "ask") in seen
+    # the code node takes longer than SHOW_AFTER_S: its start shows while it runs
+    _, seen = await _seen_while_running_task(task, other, run_id, ("node_start", "ponder"))
     assert ("node_end", "ponder") not in seen
-    assert ("node_start", "ponder") in seen  # a code node that takes its time shows while it runs
     record = await task
     assert record.status == "done" and record.output == {"answer": "ask"}
-    kinds = _kinds(other, run_id)
-    assert kinds.index(("node_start", "ponder")) < kinds.index(("node_end", "ponder"))
 
 
 async def test_a_group_of_a_code_node_and_an_llm_node_commits_three_times(tmp_path: Path) -> None:
