@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,10 @@ from aqven.store.runs import new_id
 from support.series_kit import case_names, write_tiny
 
 
-async def _settle(svc: ProjectService, series_id: str) -> dict[str, object]:
+RATE = SeriesStartBody.model_validate({"experiment_id": "rate", "on": "dev", "simulate": True})
+
+
+async def _settle(svc: ProjectService, series_id: str) -> dict[str, Any]:
     state = await svc.series.get(series_id, wait_seconds=20)
     while state["status"] not in ("done", "failed", "cancelled", "awaiting_approval"):
         state = await svc.series.get(series_id, wait_seconds=20)
@@ -34,7 +38,7 @@ def test_a_claim_that_finds_the_attempt_taken_writes_nothing_of_its_run(tiny_env
     async def main() -> None:
         svc = ProjectService(root)
         try:
-            out = await svc.series.start(SeriesStartBody(experiment_id="rate", on="dev", simulate=True))
+            out = await svc.series.start(RATE)
             sid = out["series"]["series_id"]
             assert (await _settle(svc, sid))["status"] == "done"
             store, runner = svc.series.store, svc.series.runner
@@ -69,7 +73,7 @@ def test_with_workers_the_server_writes_nothing_per_attempt(
         written: list[str] = []
         try:
             assert await svc.series.runner.warm()  # the two worker processes are up
-            out = await svc.series.start(SeriesStartBody(experiment_id="rate", on="dev", simulate=True))
+            out = await svc.series.start(RATE)
             sid = out["series"]["series_id"]
             # From here on every statement of the server's own connection is seen.
             svc.db._conn.set_trace_callback(lambda sql: written.append(sql) if WRITES.match(sql) else None)
