@@ -21,7 +21,6 @@ from aqven.server.service import ProjectService
 from aqven.store.runs import new_id
 from support.series_kit import case_names, write_tiny
 
-
 RATE = SeriesStartBody.model_validate({"experiment_id": "rate", "on": "dev", "simulate": True})
 
 
