@@ -85,10 +85,12 @@ class Engine:
         # much as the writes it holds, and with worker processes every transaction queues for SQLite's one writer.
         # What may wait: a run's start, a node's start, a code or group node's end: lost in a crash, they cost a
         # code node run again on resume. What may not wait past a wait of the run: a model's answer (it records
-        # money spent), so a run holding one (`_paid`) writes it before any wait, and every write goes before a
-        # model request (a request that is sent is on record) and before a wait for a person.
+        # money spent), so a run holding one (`_paid`) writes it before any wait, and at the end of its node's task
+        # while another node task of the run has not ended (it may be waiting); every write goes before a model
+        # request (a request that is sent is on record) and before a wait for a person.
         self._held: dict[str, list[Callable[[], object]]] = {}
         self._paid: set[str] = set()
+        self._tasks: dict[str, int] = {}  # a run's node tasks not yet ended (in scopes of several nodes)
 
     # ---- preparing ----
 
@@ -298,10 +300,17 @@ class Engine:
         local_ids = {n.id for n in nodes}
 
         async def run_one(node: CompiledNode) -> None:
-            for dep in node.deps & local_ids:
-                await tasks[dep]
-            await self._run_node(run_id, node, scope, request, prefix, done)
-            self._flush_paid(run_id)  # the task ends: its waiter runs after a wait
+            self._tasks[run_id] = self._tasks.get(run_id, 0) + 1
+            try:
+                for dep in node.deps & local_ids:
+                    await tasks[dep]
+                await self._run_node(run_id, node, scope, request, prefix, done)
+                if self._tasks[run_id] > 1:  # another node of the run may be waiting now: a model's answer goes first
+                    self._flush_paid(run_id)
+            finally:
+                self._tasks[run_id] -= 1
+                if not self._tasks[run_id]:
+                    del self._tasks[run_id]
 
         for node in nodes:
             tasks[node.id] = asyncio.ensure_future(run_one(node))
