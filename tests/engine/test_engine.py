@@ -18,6 +18,7 @@ from aqven.project.loader import load_project
 from aqven.store.db import Database
 from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore
+from support.model_answers import answered
 from support.projects import write_files
 
 FILES = {
@@ -91,19 +92,7 @@ class FakeModel:
         queue = self.fail.get(call.node_id)
         if queue:
             raise queue.pop(0)
-        return CallResult(
-            output={"answer": f"{call.agent.id}:{call.prompt.strip()}"},
-            model_name=call.agent.model,
-            provider="openrouter",
-            input_tokens=10,
-            output_tokens=5,
-            requests=1,
-            cost_usd=Decimal("0.0001"),
-            cost_source="provider",
-            simulated=call.simulate,
-            latency_ms=self.delay * 1000,
-            output_retries=0,
-        )
+        return answered(call, {"answer": f"{call.agent.id}:{call.prompt.strip()}"}, latency_s=self.delay)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from aqven.project.loader import load_project
 from aqven.store.db import Database
 from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore, new_id
+from support.model_answers import answered
 from support.projects import write_files
 
 FILES = {
@@ -82,19 +82,7 @@ class Model:
 
     async def __call__(self, call: ModelCall, on_event: Any = None) -> CallResult:
         await asyncio.sleep(self.delays.get(call.node_id, 0.0))
-        return CallResult(
-            output={"answer": call.node_id},
-            model_name=call.agent.model,
-            provider="openrouter",
-            input_tokens=10,
-            output_tokens=5,
-            requests=1,
-            cost_usd=Decimal("0.0001"),
-            cost_source="provider",
-            simulated=call.simulate,
-            latency_ms=1.0,
-            output_retries=0,
-        )
+        return answered(call, {"answer": call.node_id})
 
 
 def _engine(root: Path, delays: dict[str, float]) -> tuple[Engine, RunStore, RunStore]:

@@ -1,7 +1,7 @@
 """One attempt of a series, run to what its row should say: the run, its checks, outcome, value and cost.
 
 The series runner decides which attempt runs; this module runs it, in whichever process has the attempt: the
-server itself, or a worker process (`research/series/worker.py`). `run_attempt` writes the attempt's run (its row
+server itself, or a worker process (`research/series/worker.py`). `_run_attempt` writes the attempt's run (its row
 and events, through the engine) and the hash of the inputs it starts on. The attempt's own row moves from queued to
 running (`claim`) and to done (`finish_row`) in the process that runs it: in the server, the runner writes both; a
 worker writes both itself (`run_owned`), so with workers on, the server writes nothing per attempt and never waits
@@ -106,9 +106,9 @@ async def run_owned(
 ) -> AttemptResult | None:
     """Claim a queued attempt (or take up one already claimed with `run_id`), run it and write its end: None when it
     was not queued any more (nothing ran). An attempt that raises ends as an infrastructure error, written here too.
-    The claim is one transaction with the run's creation and first writes (`run_attempt`)."""
+    The claim is one transaction with the run's creation and first writes (`_run_attempt`)."""
     try:
-        out = await run_attempt(workspace, engine, runs, store, s, a, run_id)
+        out = await _run_attempt(workspace, engine, runs, store, s, a, run_id)
     except NotQueued:
         return None
     except Exception as exc:
@@ -149,7 +149,7 @@ def inputs_hash(s: SeriesRow, ws: Workspace) -> str:
         return f"unreadable:{type(exc).__name__}"
 
 
-async def run_attempt(
+async def _run_attempt(
     workspace: Callable[[], Workspace],
     engine: Callable[[], Engine],
     runs: RunStore,
