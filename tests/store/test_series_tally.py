@@ -18,17 +18,14 @@ from aqven.store.db import SCHEMA_VERSION, Database
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import COUNTED, finished_costs, read_tally
-from support.series_rows import create_series
+from support.series_rows import attempt_rows, create_series
 
 VARIANTS = ["as_written", "other"]
 
 
 def _create(store: SeriesStore, plan: SeriesPlan) -> tuple[str, list[dict[str, Any]]]:
     """A running series of `plan` with one queued attempt per case × variant × repeat (seed = index)."""
-    rows: list[dict[str, Any]] = [
-        {"idx": i, "case_name": c, "dataset_id": "d", "side": plan.sides[c], "variant_id": v, "rep": r, "seed": i}
-        for i, (c, v, r) in enumerate((c, v, r) for c in plan.cases for v in plan.variants for r in range(plan.repeats))
-    ]
+    rows = attempt_rows(plan)
     return create_series(store, plan, rows), rows
 
 

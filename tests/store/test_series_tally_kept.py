@@ -20,7 +20,7 @@ from aqven.store.db import _MIGRATIONS, SCHEMA_VERSION, Database, _statements
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import COUNTED, KeptTally, SeriesTally, TallyCache, read_tally
-from support.series_rows import create_series
+from support.series_rows import attempt_rows, create_series
 
 VARIANTS = ["as_written", "other"]
 VALUES = [0.0, 1.0, 0.1, 0.7, 1 / 3, 0.2, 0.25]
@@ -36,10 +36,7 @@ def _series(store: SeriesStore, rng: random.Random) -> tuple[str, list[dict[str,
         variants=VARIANTS,
         repeats=rng.randint(1, 4),
     )
-    rows: list[dict[str, Any]] = [
-        {"idx": i, "case_name": c, "dataset_id": "d", "side": plan.sides[c], "variant_id": v, "rep": r, "seed": i}
-        for i, (c, v, r) in enumerate((c, v, r) for c in plan.cases for v in plan.variants for r in range(plan.repeats))
-    ]
+    rows = attempt_rows(plan)
     return create_series(store, plan, rows), rows
 
 

@@ -31,3 +31,13 @@ def create_series(store: SeriesStore, plan: SeriesPlan, attempts: list[dict[str,
     }
     sid, _ = store.create(**values)
     return sid
+
+
+def attempt_rows(plan: SeriesPlan, order: list[str] | None = None) -> list[dict[str, Any]]:
+    """One queued attempt row per case × variant × repeat, case by case in `order` (the plan's by default), each
+    on its case's side, its seed its index."""
+    cases = plan.cases if order is None else order
+    return [
+        {"idx": i, "case_name": c, "dataset_id": "d", "side": plan.sides[c], "variant_id": v, "rep": r, "seed": i}
+        for i, (c, v, r) in enumerate((c, v, r) for c in cases for v in plan.variants for r in range(plan.repeats))
+    ]

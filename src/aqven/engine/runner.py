@@ -447,14 +447,7 @@ class Engine:
                 rate_limit.record(slot, exc.input_tokens + exc.output_tokens)
                 with self._write(run_id):
                     if exc.requests or exc.input_tokens or exc.cost_usd is not None:
-                        # A failed call that reached the model is paid for: count what it used.
-                        self.runs.add_usage(
-                            run_id,
-                            input_tokens=exc.input_tokens,
-                            output_tokens=exc.output_tokens,
-                            cost=exc.cost_usd,
-                            simulated=exc.simulated,
-                        )
+                        self._count_usage(run_id, exc)  # a failed call that reached the model is paid for
                     self.runs.append_event(
                         run_id,
                         "model_error",
@@ -506,14 +499,18 @@ class Engine:
             self._hold(run_id, functools.partial(self._record_response, run_id, path, result), paid=True)
             return result.output
 
-    def _record_response(self, run_id: str, path: str, result: CallResult) -> None:
+    def _count_usage(self, run_id: str, used: CallResult | ModelCallError) -> None:
+        """Add what a model call used (tokens, cost) to its run."""
         self.runs.add_usage(
             run_id,
-            input_tokens=result.input_tokens,
-            output_tokens=result.output_tokens,
-            cost=result.cost_usd,
-            simulated=result.simulated,
+            input_tokens=used.input_tokens,
+            output_tokens=used.output_tokens,
+            cost=used.cost_usd,
+            simulated=used.simulated,
         )
+
+    def _record_response(self, run_id: str, path: str, result: CallResult) -> None:
+        self._count_usage(run_id, result)
         self.runs.append_event(
             run_id,
             "model_response",

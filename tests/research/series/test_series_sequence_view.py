@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,7 +18,7 @@ from aqven.store.db import Database
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import _RATE_LIMITED, TallyCache, read_tally
-from support.series_rows import create_series
+from support.series_rows import attempt_rows, create_series
 
 
 def _by_rows(store: SeriesStore, series_id: str) -> tuple[str, ...]:
@@ -52,10 +51,7 @@ def _series(store: SeriesStore, rng: random.Random) -> tuple[str, int]:
     )
     order = list(cases)
     rng.shuffle(order)
-    rows: list[dict[str, Any]] = [
-        {"idx": i, "case_name": c, "dataset_id": "d", "side": "dev", "variant_id": v, "rep": r, "seed": i}
-        for i, (c, v, r) in enumerate((c, v, r) for c in order for v in plan.variants for r in range(plan.repeats))
-    ]
+    rows = attempt_rows(plan, order)
     return create_series(store, plan, rows), len(rows)
 
 

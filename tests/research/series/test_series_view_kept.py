@@ -21,7 +21,7 @@ from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import COUNTED, TallyCache
-from support.series_rows import create_series
+from support.series_rows import attempt_rows, create_series
 
 QUESTIONS = [
     {"kind": "threshold", "metric": "ok", "bound": 0.5, "margin": 0.02},
@@ -41,10 +41,7 @@ def _series(store: SeriesStore, question: dict[str, Any], stop_early: bool) -> t
         question=question,
         stop_early=stop_early,
     )
-    rows: list[dict[str, Any]] = [
-        {"idx": i, "case_name": c, "dataset_id": "d", "side": "dev", "variant_id": v, "rep": r, "seed": i}
-        for i, (c, v, r) in enumerate((c, v, r) for c in cases for v in plan.variants for r in range(plan.repeats))
-    ]
+    rows = attempt_rows(plan)
     return create_series(store, plan, rows), len(rows)
 
 
