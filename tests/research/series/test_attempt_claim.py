@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from aqven.research.series.attempt import run_owned
+from aqven.research.series.attempt import dec, run_owned
 from aqven.research.series.start import SeriesStartBody
+from aqven.research.series.workers import WorkerDied
 from aqven.server.service import ProjectService
 from aqven.store.runs import new_id
 from support.series_kit import case_names, write_tiny
@@ -88,5 +89,41 @@ def test_with_workers_the_server_writes_nothing_per_attempt(
             await svc.shutdown()
         # 20 attempts claimed, run and finished, and not one write of an attempt, a run or an event here.
         assert written == [], written[:3]
+
+    asyncio.run(main())
+
+
+def test_a_worker_that_dies_after_it_wrote_an_attempts_end_leaves_that_end(tiny_env: Path, tmp_path: Path) -> None:
+    root = write_tiny(tmp_path / "tiny", case_names(3, 0))
+
+    async def main() -> None:
+        svc = ProjectService(root)
+        try:
+            out = await svc.series.start(RATE)
+            sid = out["series"]["series_id"]
+            assert (await _settle(svc, sid))["status"] == "done"
+            store, runner = svc.series.store, svc.series.runner
+            first = store.attempts(sid)[0]
+            store.requeue_for_rerun(sid, first.idx, first.cost_usd or "0")  # queued again, as a re-run is
+            queued = store.attempt(sid, first.idx)
+            calls: list[str] = []
+
+            class DiesAfterTheEnd:
+                """A worker that claims, runs and ends the attempt, then is killed before it answers."""
+
+                async def run(self, s: Any, a: Any, run_id: str) -> None:
+                    calls.append(a.status)
+                    await run_owned(runner._ws, runner._engine, runner.runs, store, s, a, run_id)
+                    raise WorkerDied("killed after it wrote the end")
+
+            run_id = new_id("run")
+            got = await runner._in_worker(DiesAfterTheEnd(), store.get(sid), queued, run_id)  # type: ignore[arg-type]
+            row = store.attempt(sid, first.idx)
+            assert calls == ["queued"]  # handed to a worker once: the end it wrote is taken, nothing runs again
+            assert got is not None and row.status == "done" and row.run_id == run_id
+            assert (got.outcome, got.value, got.cost) == (row.outcome, row.value, dec(row.cost_usd))
+            assert len(store.db.query("SELECT id FROM runs WHERE id=?", (run_id,))) == 1
+        finally:
+            await svc.shutdown()
 
     asyncio.run(main())
