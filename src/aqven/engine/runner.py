@@ -13,7 +13,7 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from aqven.engine.code_worker import CodeTimeout, run_code
 from aqven.engine.compile import compile_flow
@@ -33,6 +33,8 @@ from aqven.store.runs import RunStore
 
 CallModel = Callable[[ModelCall, Callable[[str, dict[str, Any]], None] | None], Awaitable[CallResult]]
 PatchResolver = Callable[[RunRequest], FlowPatch | None]
+T = TypeVar("T")
+
 MAX_RETRY_WAIT_S = 30.0
 DEFAULT_CODE_TIMEOUT_S = 60.0
 
@@ -211,16 +213,13 @@ class Engine:
             return self._fail(run_id, exc.code, exc.message, outcome, exc.details.get("node_id"))
         except Exception as exc:  # a defect of ours: the run fails as infrastructure, the server goes on
             return self._fail(run_id, "ENGINE_ERROR", f"{type(exc).__name__}: {exc}", "infra", None)
-        with self.runs.db.batch():
-            self._flush(run_id)
-            self.runs.append_event(
-                run_id,
-                "run_end",
-                None,
-                {"status": "done", "output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
-            )
-            self.runs.finish(run_id, status="done", output=output, outcome="ok")
-            return self.runs.get(run_id)
+        ending = {"status": "done", "output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
+        return await self._committed(run_id, functools.partial(self._end, run_id, output, ending))
+
+    def _end(self, run_id: str, output: Any, ending: dict[str, Any]) -> RunRecord:
+        self.runs.append_event(run_id, "run_end", None, ending)
+        self.runs.finish(run_id, status="done", output=output, outcome="ok")
+        return self.runs.get(run_id)
 
     def _hold(self, run_id: str, write: Callable[[], object], *, paid: bool = False) -> None:
         self._held.setdefault(run_id, []).append(write)
@@ -232,6 +231,20 @@ class Engine:
         self._paid.discard(run_id)
         for write in self._held.pop(run_id, ()):
             write()
+
+    async def _committed(self, run_id: str, write: Callable[[], T]) -> T:
+        """The run's held writes and `write`, committed together with what other runs of this process write
+        meanwhile (store/group_commit.py): the run goes on once they are on record, and waits without the CPU gate."""
+        held = self._held.pop(run_id, [])
+        self._paid.discard(run_id)
+
+        def together() -> T:
+            for earlier in held:
+                earlier()
+            return write()
+
+        async with gate.released():
+            return await self.runs.db.grouped(together)
 
     @contextlib.contextmanager
     def _write(self, run_id: str) -> Iterator[None]:
@@ -415,19 +428,17 @@ class Engine:
                 case_name=request.case_name,
                 retry=attempt,
             )
-            self._event(  # with what is held: the node's start (and a new run's start)
-                run_id,
-                "model_request",
-                path,
-                {
-                    "agent": node.agent.id,
-                    "model": node.agent.model,
-                    "simulated": request.simulate,
-                    "prompt": prompt,
-                    "output_mode": node.agent.output_mode,
-                    "attempt": attempt,
-                },
-            )
+            asking = {
+                "agent": node.agent.id,
+                "model": node.agent.model,
+                "simulated": request.simulate,
+                "prompt": prompt,
+                "output_mode": node.agent.output_mode,
+                "attempt": attempt,
+            }
+            # On record, with what is held (the node's start, a new run's start and claim), before money is spent.
+            asked = functools.partial(self.runs.append_event, run_id, "model_request", path, asking)
+            await self._committed(run_id, asked)
 
             def on_event(kind: str, data: dict[str, Any]) -> None:
                 self._event(run_id, kind, path, data)

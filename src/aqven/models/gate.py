@@ -30,6 +30,18 @@ class CpuGate:
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
+        self.waiting = 0  # tasks queued for the gate
+
+    def busy(self) -> bool:
+        """Whether a CPU phase runs or waits for its turn (the store's group commit waits while one does)."""
+        return self.lock.locked() or self.waiting > 0
+
+    async def take(self) -> None:
+        self.waiting += 1
+        try:
+            await self.lock.acquire()
+        finally:
+            self.waiting -= 1
 
 
 @dataclass
@@ -48,7 +60,7 @@ async def held(gate: CpuGate | None) -> AsyncIterator[None]:
         yield
         return
     hold = _Hold(gate)
-    await gate.lock.acquire()
+    await gate.take()
     hold.holding = True
     token = _CURRENT.set(hold)
     try:
@@ -72,5 +84,5 @@ async def released() -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await hold.gate.lock.acquire()
+        await hold.gate.take()
         hold.holding = True

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aqven.errors import DB_SCHEMA_NEWER, AqvenError
+from aqven.store.group_commit import GroupCommit
 
 T = TypeVar("T")
 
@@ -306,6 +307,7 @@ class Database:
         self._lock = threading.RLock()
         self._depth = 0  # open transactions of the lock's holder (a batch and what it groups)
         self.generation = 0  # counts rollbacks: what a store remembers of its own writes is good within one
+        self.group = GroupCommit(self.transaction)
         self._conn = self._connect()
         self._conn.execute("PRAGMA journal_mode=WAL")
         # Held-out inputs and outputs live here: only this user reads them (SQLite gives -wal/-shm the same mode).
@@ -366,8 +368,10 @@ class Database:
     def transaction(self) -> Iterator[sqlite3.Cursor]:
         """One write transaction; inside a `batch` it is a savepoint of the batch's (same all-or-nothing)."""
         with self._lock:
-            cur = self._conn.cursor()
             outer = self._depth == 0
+            if outer:
+                self.group.drain()  # what was handed in earlier is written first (store/group_commit.py)
+            cur = self._conn.cursor()
             if outer:
                 _patient(lambda: cur.execute("BEGIN IMMEDIATE"))
             else:
@@ -396,6 +400,11 @@ class Database:
         """
         with self.transaction():
             yield
+
+    async def grouped(self, write: Callable[[], T]) -> T:
+        """Run `write` in a transaction shared with the writes other tasks of this process hand in meanwhile, and
+        answer once it is committed (store/group_commit.py). Its own failure rolls back only its own writes."""
+        return await self.group.write(write)
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         with self._lock:

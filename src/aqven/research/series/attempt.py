@@ -20,6 +20,7 @@ from typing import Any
 
 from aqven.engine.runner import Begun, Engine
 from aqven.errors import CASE_NOT_FOUND, NotFoundError
+from aqven.models import gate
 from aqven.models.outcomes import CODE_ERROR
 from aqven.project.schema import Case
 from aqven.research.checks.scoring import AttemptView, score_checks
@@ -121,7 +122,8 @@ async def run_owned(
         ):
             return None
     if not out.waiting:
-        finish_row(store, s, a, out)
+        async with gate.released():  # committed with what other attempts of this process write meanwhile
+            await store.db.grouped(functools.partial(finish_row, store, s, a, out))
     return out
 
 

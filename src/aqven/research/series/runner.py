@@ -145,6 +145,8 @@ class SeriesRunner:
         # (aqven.models.gate): attempts started together would otherwise convoy. AQVEN_CPU_GATE=off turns it off
         # (for bench/latency_bound.py's comparison).
         self.gate: CpuGate | None = None if os.environ.get("AQVEN_CPU_GATE", "").lower() == "off" else CpuGate()
+        if self.gate is not None:  # a write waits for the attempts' CPU phases to join it (store/group_commit.py)
+            store.db.group.hold = self.gate.busy
         self._workers: WorkerPool | None = None
         self._retired: list[WorkerPool] = []  # pools of an earlier `workers` setting, closed once idle
 

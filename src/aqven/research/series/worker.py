@@ -78,6 +78,8 @@ class Worker:
         self.live = Live(root, self.runs)
         self.out = out
         self.gate: CpuGate | None = None if os.environ.get("AQVEN_CPU_GATE", "").lower() == "off" else CpuGate()
+        if self.gate is not None:  # a write waits for the attempts' CPU phases to join it (store/group_commit.py)
+            db.group.hold = self.gate.busy
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.series: dict[str, SeriesRow] = {}  # what an attempt reads of its series is fixed at the series' start
 

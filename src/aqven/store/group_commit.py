@@ -1,0 +1,115 @@
+"""Group commit: the writes that concurrent attempts of one process reach together share one transaction.
+
+A commit costs about as much as the writes it holds, and with worker processes every transaction also queues for
+SQLite's one writer and empties the other processes' page caches. So an attempt that must have a write on record
+before it goes on (its claim before it pays for a model, its end before it answers) hands the write here and waits:
+the writes handed in while the process's CPU phases still run (`hold`, the CPU gate's `busy`) are written together,
+each in a savepoint of its own (one that raises is undone alone, and raises in its own caller), in one transaction,
+at most `WAIT_S` after the first. A caller resumes only once its write is committed, so what it does next never
+runs ahead of its record.
+
+Order is kept: a plain transaction of the same connection first writes what is queued here (`drain`), so a write
+handed in earlier is never committed after one made later. A write whose caller was cancelled before its turn is
+not written at all, as if the caller had been cancelled before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+WAIT_S = 0.002  # the longest a write waits for others to join it
+MAX_WRITES = 64  # a group this big is written at once
+
+
+@dataclass
+class _Queued:
+    write: Callable[[], Any]
+    future: asyncio.Future[Any]
+
+
+def _never() -> bool:
+    return False
+
+
+class GroupCommit:
+    """The queue of one connection's grouped writes (`Database.grouped`)."""
+
+    def __init__(self, transaction: Callable[[], AbstractContextManager[Any]]) -> None:
+        self._transaction = transaction
+        self._queue: list[_Queued] = []
+        self._guard = threading.Lock()  # the queue is appended on the loop's thread, drained on any
+        self._ticking = False
+        self.hold: Callable[[], bool] = _never  # while true, a queued write waits for more to join it
+
+    async def write(self, write: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        with self._guard:
+            self._queue.append(_Queued(write, future))
+        if not self._ticking:
+            self._ticking = True
+            loop.call_soon(self._tick, loop, time.monotonic())
+        return await future
+
+    def _tick(self, loop: asyncio.AbstractEventLoop, since: float) -> None:
+        if self._queue and self.hold() and len(self._queue) < MAX_WRITES and time.monotonic() - since < WAIT_S:
+            loop.call_soon(self._tick, loop, since)
+            return
+        self._ticking = False
+        self.drain()
+
+    def drain(self) -> None:
+        """Write what is queued, now (on the caller's thread, under the connection's lock)."""
+        if not self._queue:
+            return
+        with self._guard:
+            queued, self._queue = [q for q in self._queue if not q.future.cancelled()], []
+        if not queued:
+            return
+        done: list[tuple[_Queued, bool, Any]] = []
+        try:
+            with self._transaction():
+                for q in queued:
+                    try:
+                        with self._transaction():  # a savepoint: a write that raises is undone alone
+                            done.append((q, True, q.write()))
+                    except (KeyboardInterrupt, SystemExit):
+                        raise
+                    except BaseException as exc:  # it is raised again in the write's caller
+                        done.append((q, False, exc))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # the group's BEGIN or COMMIT failed: nothing of it is written
+            done = [(q, False, exc) for q in queued]
+        for q, ok, value in done:
+            _settle(q.future, ok, value)
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    """Answer a queued write's caller, on its loop's thread (a plain transaction on another thread may drain)."""
+    loop = future.get_loop()
+    try:
+        here = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        here = False
+    if here:
+        _answer(future, ok, value)
+    else:
+        loop.call_soon_threadsafe(_answer, future, ok, value)
+
+
+def _answer(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)

@@ -1,0 +1,130 @@
+"""Group commit (store/group_commit.py): writes handed in together share one transaction, each still stands alone.
+
+Against a real SQLite file; commits are counted with the connection's statement trace, and what is on record is
+read from a second connection, as another process would see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from aqven.store import group_commit
+from aqven.store.db import Database
+
+
+def _db(tmp_path: Path) -> tuple[Database, list[str]]:
+    db = Database(tmp_path / "g.sqlite")
+    with db.transaction() as cur:
+        cur.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)")
+    commits: list[str] = []
+    db._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    return db, commits
+
+
+def _put(db: Database, key: str, value: int) -> str:
+    with db.transaction() as cur:
+        cur.execute("INSERT INTO t VALUES (?, ?)", (key, value))
+    return key
+
+
+def _on_record(path: Path) -> dict[str, int]:
+    other = sqlite3.connect(path)
+    try:
+        return {k: v for k, v in other.execute("SELECT k, v FROM t")}
+    finally:
+        other.close()
+
+
+async def test_writes_handed_in_while_held_share_one_commit(tmp_path: Path) -> None:
+    db, commits = _db(tmp_path)
+    busy = [True]
+    db.group.hold = lambda: busy[0]
+    tasks = [asyncio.ensure_future(db.grouped(lambda i=i: _put(db, f"k{i}", i))) for i in range(10)]
+    await asyncio.sleep(0)
+    assert _on_record(db.path) == {}  # held: the CPU phases still run
+    busy[0] = False
+    assert await asyncio.gather(*tasks) == [f"k{i}" for i in range(10)]
+    assert commits == ["COMMIT"]
+    assert _on_record(db.path) == {f"k{i}": i for i in range(10)}
+
+
+async def test_a_write_is_on_record_when_its_caller_goes_on(tmp_path: Path) -> None:
+    db, commits = _db(tmp_path)
+    for i in range(3):
+        await db.grouped(lambda i=i: _put(db, f"k{i}", i))
+        assert _on_record(db.path) == {f"k{j}": j for j in range(i + 1)}
+    assert len(commits) == 3  # nothing joined them: one commit each, none held back
+
+
+async def test_a_write_that_raises_is_undone_alone_and_raises_in_its_caller(tmp_path: Path) -> None:
+    db, commits = _db(tmp_path)
+
+    def half_then_fail() -> None:
+        _put(db, "half", 1)
+        raise ValueError("second half")
+
+    tasks = [
+        asyncio.ensure_future(db.grouped(lambda: _put(db, "a", 1))),
+        asyncio.ensure_future(db.grouped(half_then_fail)),
+        asyncio.ensure_future(db.grouped(lambda: _put(db, "a", 2))),  # the primary key says no
+        asyncio.ensure_future(db.grouped(lambda: _put(db, "b", 3))),
+    ]
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert results[0] == "a" and results[3] == "b"
+    assert isinstance(results[1], ValueError)
+    assert isinstance(results[2], sqlite3.IntegrityError)
+    assert _on_record(db.path) == {"a": 1, "b": 3}
+    assert commits == ["COMMIT"]
+
+
+async def test_a_plain_transaction_writes_what_was_handed_in_before_it_first(tmp_path: Path) -> None:
+    db, _ = _db(tmp_path)
+    db.group.hold = lambda: True
+    order: list[str] = []
+    first = asyncio.ensure_future(db.grouped(lambda: order.append("grouped") or _put(db, "first", 1)))
+    await asyncio.sleep(0)  # queued, held
+    with db.transaction():
+        order.append("plain")
+        assert _on_record(db.path) == {"first": 1}  # committed before this transaction began
+    assert order == ["grouped", "plain"]
+    assert await first == "first"
+
+
+async def test_a_cancelled_caller_s_write_is_not_written(tmp_path: Path) -> None:
+    db, _ = _db(tmp_path)
+    busy = [True]
+    db.group.hold = lambda: busy[0]
+    gone = asyncio.ensure_future(db.grouped(lambda: _put(db, "gone", 1)))
+    kept = asyncio.ensure_future(db.grouped(lambda: _put(db, "kept", 2)))
+    await asyncio.sleep(0)
+    gone.cancel()
+    busy[0] = False
+    assert await kept == "kept"
+    assert gone.cancelled()
+    assert _on_record(db.path) == {"kept": 2}
+
+
+async def test_a_write_held_by_a_phase_that_never_ends_waits_at_most_wait_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, commits = _db(tmp_path)
+    db.group.hold = lambda: True  # a phase that forgot to release the CPU gate must not stall its writes
+    monkeypatch.setattr(group_commit, "WAIT_S", 0.05)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await db.grouped(lambda: _put(db, "late", 1)) == "late"
+    assert 0.04 <= loop.time() - started < 1.0
+    assert commits == ["COMMIT"]
+
+
+async def test_a_group_is_written_at_once_when_it_is_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db, commits = _db(tmp_path)
+    db.group.hold = lambda: True
+    monkeypatch.setattr(group_commit, "WAIT_S", 30.0)
+    n = group_commit.MAX_WRITES
+    done = await asyncio.wait_for(asyncio.gather(*(db.grouped(lambda i=i: _put(db, f"k{i}", i)) for i in range(n))), 5)
+    assert len(done) == n and commits == ["COMMIT"]
