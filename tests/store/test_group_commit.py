@@ -128,3 +128,27 @@ async def test_a_group_is_written_at_once_when_it_is_full(tmp_path: Path, monkey
     n = group_commit.MAX_WRITES
     done = await asyncio.wait_for(asyncio.gather(*(db.grouped(lambda i=i: _put(db, f"k{i}", i)) for i in range(n))), 5)
     assert len(done) == n and commits == ["COMMIT"]
+
+
+async def test_a_group_that_finds_the_writer_lock_taken_lets_the_loop_run_and_commits_once_it_is_free(
+    tmp_path: Path,
+) -> None:
+    """Another process writing: the group does not sleep on the lock (the loop would stop with it); the attempts'
+    other work goes on, and the write lands once the lock is free."""
+    db, commits = _db(tmp_path)
+    other = sqlite3.connect(db.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO t VALUES ('other', 0)")
+    write = asyncio.ensure_future(db.grouped(lambda: _put(db, "mine", 1)))
+    turns = 0
+    loop = asyncio.get_running_loop()
+    until = loop.time() + 0.1
+    while loop.time() < until:  # the loop turns while the group waits for the lock
+        await asyncio.sleep(0)
+        turns += 1
+    assert not write.done() and turns > 100
+    other.execute("COMMIT")
+    other.close()
+    assert await asyncio.wait_for(write, 5) == "mine"
+    assert _on_record(db.path) == {"other": 0, "mine": 1}
+    assert commits == ["COMMIT"]

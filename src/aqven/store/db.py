@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aqven.errors import DB_SCHEMA_NEWER, AqvenError
-from aqven.store.group_commit import GroupCommit
+from aqven.store.group_commit import GroupCommit, is_busy
 
 T = TypeVar("T")
 
@@ -292,7 +292,7 @@ def _patient(step: Callable[[], T]) -> T:
         try:
             return step()
         except sqlite3.OperationalError as exc:
-            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+            if not is_busy(exc) or time.monotonic() > deadline:
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.002)
@@ -365,15 +365,18 @@ class Database:
                 cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Cursor]:
-        """One write transaction; inside a `batch` it is a savepoint of the batch's (same all-or-nothing)."""
+    def transaction(self, *, wait: bool = True) -> Iterator[sqlite3.Cursor]:
+        """One write transaction; inside a `batch` it is a savepoint of the batch's (same all-or-nothing). With
+        `wait` off, it fails at once (sqlite3.OperationalError) while another process holds the writer lock."""
         with self._lock:
             outer = self._depth == 0
             if outer:
                 self.group.drain()  # what was handed in earlier is written first (store/group_commit.py)
             cur = self._conn.cursor()
-            if outer:
+            if outer and wait:
                 _patient(lambda: cur.execute("BEGIN IMMEDIATE"))
+            elif outer:
+                cur.execute("BEGIN IMMEDIATE")
             else:
                 cur.execute("SAVEPOINT nested")
             self._depth += 1

@@ -16,6 +16,7 @@ not written at all, as if the caller had been cancelled before it.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,8 @@ T = TypeVar("T")
 
 WAIT_S = 0.002  # the longest a write waits for others to join it
 MAX_WRITES = 64  # a group this big is written at once
+RETRY_S = 0.0002  # a group that found the writer lock taken tries again after this
+LOCK_WAIT_S = 1.0  # after this, a group waits for the lock as a plain transaction does (and fails in the end)
 
 
 @dataclass
@@ -42,8 +45,8 @@ def _never() -> bool:
 class GroupCommit:
     """The queue of one connection's grouped writes (`Database.grouped`)."""
 
-    def __init__(self, transaction: Callable[[], AbstractContextManager[Any]]) -> None:
-        self._transaction = transaction
+    def __init__(self, transaction: Callable[..., AbstractContextManager[Any]]) -> None:
+        self._transaction = transaction  # Database.transaction: `wait=False` fails at once on another's lock
         self._queue: list[_Queued] = []
         self._guard = threading.Lock()  # the queue is appended on the loop's thread, drained on any
         self._ticking = False
@@ -60,23 +63,31 @@ class GroupCommit:
         return await future
 
     def _tick(self, loop: asyncio.AbstractEventLoop, since: float) -> None:
-        if self._queue and self.hold() and len(self._queue) < MAX_WRITES and time.monotonic() - since < WAIT_S:
+        waited = time.monotonic() - since
+        if self._queue and self.hold() and len(self._queue) < MAX_WRITES and waited < WAIT_S:
             loop.call_soon(self._tick, loop, since)
             return
-        self._ticking = False
-        self.drain()
-
-    def drain(self) -> None:
-        """Write what is queued, now (on the caller's thread, under the connection's lock)."""
-        if not self._queue:
+        # Another process holds the writer lock: try again soon, and let the loop run meanwhile (the attempts'
+        # CPU phases go on, and their writes join this group) instead of sleeping on the lock.
+        if not self.drain(wait=waited > LOCK_WAIT_S):
+            loop.call_later(RETRY_S, self._tick, loop, since)
             return
+        self._ticking = False
+
+    def drain(self, *, wait: bool = True) -> bool:
+        """Write what is queued, now (on the caller's thread, under the connection's lock). False when `wait` is
+        off and another process holds the writer lock: then nothing is written and the queue stays as it was."""
+        if not self._queue:
+            return True
         with self._guard:
             queued, self._queue = [q for q in self._queue if not q.future.cancelled()], []
         if not queued:
-            return
+            return True
         done: list[tuple[_Queued, bool, Any]] = []
+        begun = False
         try:
-            with self._transaction():
+            with self._transaction(wait=wait):
+                begun = True
                 for q in queued:
                     try:
                         with self._transaction():  # a savepoint: a write that raises is undone alone
@@ -88,9 +99,19 @@ class GroupCommit:
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # the group's BEGIN or COMMIT failed: nothing of it is written
+            if not begun and not wait and is_busy(exc):
+                with self._guard:
+                    self._queue[:0] = queued
+                return False
             done = [(q, False, exc) for q in queued]
         for q, ok, value in done:
             _settle(q.future, ok, value)
+        return True
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether SQLite said another connection holds the lock."""
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

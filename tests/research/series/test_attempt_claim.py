@@ -127,3 +127,27 @@ def test_a_worker_that_dies_after_it_wrote_an_attempts_end_leaves_that_end(tiny_
             await svc.shutdown()
 
     asyncio.run(main())
+
+
+def test_attempts_side_by_side_share_their_commits(tiny_env: Path, tmp_path: Path) -> None:
+    """An attempt's three writes that must be on record before it goes on (its claim with its model request, its
+    run's end, its row's end) join what the other attempts of its process write meanwhile (store/group_commit.py):
+    fewer commits than attempts, where they took three each."""
+    root = write_tiny(tmp_path / "tiny", case_names(40, 0), concurrency=8)
+
+    async def main() -> tuple[int, int]:
+        svc = ProjectService(root)
+        commits: list[str] = []
+        try:
+            out = await svc.series.start(RATE)
+            sid = out["series"]["series_id"]
+            svc.db._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+            state = await _settle(svc, sid)
+            svc.db._conn.set_trace_callback(None)
+            assert state["status"] == "done"
+            return state["progress"]["done"], len(commits)
+        finally:
+            await svc.shutdown()
+
+    done, commits = asyncio.run(main())
+    assert done == 40 and commits < done, (commits, done)

@@ -11,6 +11,7 @@ from pathlib import Path
 from support.commands import aqven, cli_env
 from support.series_kit import (
     AGENT_MYSTERY,
+    AQVEN_YAML,
     attempts,
     case_names,
     client_for,
@@ -113,7 +114,10 @@ def test_a_variant_without_a_simulator_is_not_runnable_before_any_call(tiny_env:
     """The attack: variant m's agent has no simulator; before, the other variant spent money and the series
     ended invalid. The spec: NOT_RUNNABLE, one problem per case and variant, before a single model call."""
     no_sim = AGENT_MYSTERY.replace("simulator: sim/agents.py:writer\n", "")
-    root = write_tiny(tmp_path / "tiny", case_names(4, 4), overrides={"agents/mystery.yaml": no_sim})
+    # Its provider (127.0.0.1:9) refuses: with no outage hold, the live series below ends at once.
+    config = AQVEN_YAML.format(cap="1.00", concurrency=4, workers=1) + "  outage_hold_s: 0\n"
+    overrides = {"agents/mystery.yaml": no_sim, "aqven.yaml": config}
+    root = write_tiny(tmp_path / "tiny", case_names(4, 4), overrides=overrides)
     with client_for(root) as client:
         for on in ("dev", "holdout"):
             r = client.post("/api/series", json={"experiment_id": "pair", "on": on, "simulate": True})
@@ -129,7 +133,10 @@ def test_a_variant_without_a_simulator_is_not_runnable_before_any_call(tiny_env:
         # Without --simulate the variant is runnable (it would call its provider).
         live = client.post("/api/series", json={"experiment_id": "pair", "on": "dev", "cases": 1})
         assert live.status_code == 201, live.text
-        settle(client, live.json()["series"]["series_id"])
+        sid = live.json()["series"]["series_id"]
+        assert settle(client, sid, timeout=30)["status"] != "running"
+        tried = [a for a in attempts(root, sid) if a["variant_id"] == "m"]
+        assert tried and all(a["error_code"] and a["error_code"].startswith("PROVIDER_") for a in tried), tried
 
 
 BAD_CASES = """\
