@@ -7,6 +7,7 @@ read from a second connection, as another process would see it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 from pathlib import Path
 
@@ -43,7 +44,7 @@ async def test_writes_handed_in_while_held_share_one_commit(tmp_path: Path) -> N
     db, commits = _db(tmp_path)
     busy = [True]
     db.group.hold = lambda: busy[0]
-    tasks = [asyncio.ensure_future(db.grouped(lambda i=i: _put(db, f"k{i}", i))) for i in range(10)]
+    tasks = [asyncio.ensure_future(db.grouped(functools.partial(_put, db, f"k{i}", i))) for i in range(10)]
     await asyncio.sleep(0)
     assert _on_record(db.path) == {}  # held: the CPU phases still run
     busy[0] = False
@@ -55,7 +56,7 @@ async def test_writes_handed_in_while_held_share_one_commit(tmp_path: Path) -> N
 async def test_a_write_is_on_record_when_its_caller_goes_on(tmp_path: Path) -> None:
     db, commits = _db(tmp_path)
     for i in range(3):
-        await db.grouped(lambda i=i: _put(db, f"k{i}", i))
+        await db.grouped(functools.partial(_put, db, f"k{i}", i))
         assert _on_record(db.path) == {f"k{j}": j for j in range(i + 1)}
     assert len(commits) == 3  # nothing joined them: one commit each, none held back
 
@@ -85,7 +86,12 @@ async def test_a_plain_transaction_writes_what_was_handed_in_before_it_first(tmp
     db, _ = _db(tmp_path)
     db.group.hold = lambda: True
     order: list[str] = []
-    first = asyncio.ensure_future(db.grouped(lambda: order.append("grouped") or _put(db, "first", 1)))
+
+    def first_write() -> str:
+        order.append("grouped")
+        return _put(db, "first", 1)
+
+    first = asyncio.ensure_future(db.grouped(first_write))
     await asyncio.sleep(0)  # queued, held
     with db.transaction():
         order.append("plain")
@@ -126,7 +132,8 @@ async def test_a_group_is_written_at_once_when_it_is_full(tmp_path: Path, monkey
     db.group.hold = lambda: True
     monkeypatch.setattr(group_commit, "WAIT_S", 30.0)
     n = group_commit.MAX_WRITES
-    done = await asyncio.wait_for(asyncio.gather(*(db.grouped(lambda i=i: _put(db, f"k{i}", i)) for i in range(n))), 5)
+    writes = [db.grouped(functools.partial(_put, db, f"k{i}", i)) for i in range(n)]
+    done = await asyncio.wait_for(asyncio.gather(*writes), 5)
     assert len(done) == n and commits == ["COMMIT"]
 
 

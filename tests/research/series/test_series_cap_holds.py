@@ -116,7 +116,7 @@ def test_a_variant_without_a_simulator_is_not_runnable_before_any_call(tiny_env:
     no_sim = AGENT_MYSTERY.replace("simulator: sim/agents.py:writer\n", "")
     # Its provider (127.0.0.1:9) refuses: with no outage hold, the live series below ends at once.
     config = AQVEN_YAML.format(cap="1.00", concurrency=4, workers=1) + "  outage_hold_s: 0\n"
-    overrides = {"agents/mystery.yaml": no_sim, "aqven.yaml": config}
+    overrides: dict[str, str | None] = {"agents/mystery.yaml": no_sim, "aqven.yaml": config}
     root = write_tiny(tmp_path / "tiny", case_names(4, 4), overrides=overrides)
     with client_for(root) as client:
         for on in ("dev", "holdout"):
