@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from aqven.cli.main import app
 from aqven.project import yaml_source
 from aqven.project.loader import load_project
-from support.commands import aqven
+from support.commands import aqven, cli_env
 from support.projects import write_files
 
 CSV = """\
@@ -133,3 +133,14 @@ def test_a_yaml_file_past_the_limit_is_refused_with_a_hint_at_jsonl(
     (diag,) = [d for d in load_project(root).diagnostics if d.severity == "error"]
     assert diag.code == "E_DATASET_TOO_LARGE" and "1,000 values" in diag.message
     assert "datasets/<id>.jsonl" in diag.hint and "alias" not in diag.hint
+
+
+def test_a_problem_s_file_and_line_stay_on_one_line_in_a_narrow_terminal(root: Path) -> None:
+    """Tools read `file:line: error CODE` from the output: the console never breaks it, however long the path."""
+    deep = root / ("a-folder-with-a-long-name/" * 4)
+    deep.mkdir(parents=True)
+    bad = deep / "bad.jsonl"
+    bad.write_text('{"name": "a"}\nnot json\n', encoding="utf-8")
+    r = aqven("dataset", "import", str(bad), "--id", "broken", cwd=root, env=cli_env(COLUMNS="40"))
+    assert r.returncode == 1
+    assert f"{bad}:2: error E_DATASET_JSONL" in r.stderr, r.stderr

@@ -16,8 +16,10 @@ def _width() -> int | None:
     return None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "140"))
 
 
-console = Console(highlight=False, width=_width())
-err_console = Console(stderr=True, highlight=False, width=_width())
+# Lines of text are never broken by the console (soft wrap): a `file:line:` of a diagnostic stays on one line for
+# the tools that read it, whatever the width; tables still fit the width.
+console = Console(highlight=False, width=_width(), soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, width=_width(), soft_wrap=True)
 
 
 def money(value: str | Decimal | None) -> str:
