@@ -158,6 +158,14 @@ class KeptTally:
         self._ends = 0
         self.memo: dict[str, Any] = {}  # what a reader derives from this tally and keeps with it (the verdict)
 
+    def behind(self, db: Database) -> int | None:
+        """How many changes of the series this tally has not read yet (None: it never read it, or another thread
+        reads it just now)."""
+        if self.seq < 0 or self._lock.locked():
+            return None
+        row = db.query_one(_SEQ, (self.series_id,))
+        return max(0, (0 if row is None else int(row[0])) - self.seq)
+
     def read(self, db: Database, *, finished_since: float = 0.0) -> SeriesTally:
         """The series' aggregates now, from one consistent read (see `read_tally`)."""
         sid, side = self.series_id, self.side

@@ -73,6 +73,7 @@ def test_a_kept_snapshot_equals_a_fresh_one(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(view, "compute_verdict", counting)
+    monkeypatch.setattr(view, "SLOW_VERDICT_S", float("inf"))  # every verdict fresh (the next test: a slow one)
     cache = TallyCache()
     nxt = 0
     for step in range(40):
@@ -98,3 +99,46 @@ def test_a_kept_snapshot_equals_a_fresh_one(
         assert kept_computed == (1 if changed or step == 0 else 0)
         last = kept
     assert last["verdict"] is not None and last["progress"]["done"] == nxt > 0
+
+
+def test_a_slow_verdict_is_computed_again_only_once_it_is_fifty_times_its_cost_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big series' provisional verdict (SLOW_VERDICT_S or more to compute) is not computed at every poll that
+    finds a change: polling then costs the server at most 1/VERDICT_SHARE of its time. The counts beside it are
+    fresh at every poll, and once the verdict is old enough it is the fresh one again."""
+    db = Database(tmp_path / "db.sqlite")
+    store, runs = SeriesStore(db), RunStore(db)
+    sid, n = _series(store, QUESTIONS[1], False)
+    clock = [1000.0]
+    monkeypatch.setattr(view.time, "monotonic", lambda: clock[0])
+    real = compute_verdict
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        clock[0] += 0.01  # 10 ms a verdict: slow
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(view, "compute_verdict", slow)
+    cache = TallyCache()
+
+    def finish(idx: int, outcome: str) -> None:
+        with db.transaction() as cur:
+            cur.execute(
+                "UPDATE attempts SET status='done', outcome=?, value=?, active_at_end=1 WHERE series_id=? AND idx=?",
+                (outcome, 1.0 if outcome == "pass" else 0.0, sid, idx),
+            )
+
+    for idx in range(10):
+        finish(idx, "pass")
+    first = snapshot(store.get(sid), store, runs, tallies=cache)
+    for idx in range(10, 30):
+        finish(idx, "fail")
+    clock[0] += 0.4  # 0.4 s later: younger than 50 × 10 ms
+    again = snapshot(store.get(sid), store, runs, tallies=cache)
+    assert again["progress"]["done"] == 30 and first["progress"]["done"] == 10  # the counts: fresh
+    assert again["verdict"] == first["verdict"]  # the verdict: the one computed 0.4 s ago
+    assert again["verdict"] != snapshot(store.get(sid), store, runs)["verdict"]  # which is not today's any more
+    clock[0] += 0.2  # 0.6 s after it was computed: older than 50 × its cost
+    late = snapshot(store.get(sid), store, runs, tallies=cache)
+    assert late["verdict"] == snapshot(store.get(sid), store, runs)["verdict"]
+    assert n > 30

@@ -28,6 +28,8 @@ from aqven.store.series_tally import TallyCache
 SETTLED = ("done", "cancelled", "failed", "awaiting_approval", "waiting_human")
 MAX_WAIT_S = 50.0
 ENDED_VIEWS_KEPT = 32  # snapshots of ended series kept (a few KB each without include_cases)
+INLINE_CHANGES = 2000  # a snapshot with at most this many changes to read since the last is computed on the loop
+INLINE_MAX_S = 0.05  # unless one of its snapshots took longer there
 
 
 class SeriesConflict(StateConflictError):
@@ -46,6 +48,7 @@ class SeriesService:
         self._start_lock = asyncio.Lock()
         self._ended: dict[tuple[str, bool], tuple[SeriesRow, dict[str, Any]]] = {}
         self.tallies = TallyCache()  # a snapshot reads only the cells changed since the last one
+        self._off_loop: set[str] = set()  # series whose snapshots take too long for the loop (`get`)
 
     async def start(self, body: SeriesStartBody) -> dict[str, Any]:
         """Start a series (or return the one its client_op_id already started); answers at once."""
@@ -100,15 +103,35 @@ class SeriesService:
             s = self.store.get(series_id)
         view = self._ended_view(s, include_cases)
         if view is None:
-            # Off the event loop: a snapshot reads the database, and running attempts must not wait for it.
-            view = await asyncio.to_thread(
-                snapshot, s, self.store, self.runs, include_cases=include_cases, tallies=self.tallies
-            )
+            view = await self._snapshot(s, include_cases)
             if s.ended_at is not None:
                 self._keep_ended(s, include_cases, view)
         view = {**view, "as_of": time.time() if s.ended_at is not None else view["as_of"]}
         view["project_cap"] = self.project_cap_fields()
         return view
+
+    async def _snapshot(self, s: SeriesRow, include_cases: bool) -> dict[str, Any]:
+        if not include_cases and self._kept_close(s.id):
+            # A few changes to read since the last snapshot: on the loop, in one go. On a thread beside the busy
+            # loop of a running series it would take the interpreter lock back at every row SQLite steps
+            # (waiting up to the 5 ms switch interval each time), and take many times its CPU in wall time.
+            took = time.perf_counter()
+            view = snapshot(s, self.store, self.runs, tallies=self.tallies)
+            if time.perf_counter() - took > INLINE_MAX_S:  # too long to hold the loop: a thread from now on
+                if len(self._off_loop) > 1000:
+                    self._off_loop.clear()
+                self._off_loop.add(s.id)
+            return view
+        # Off the event loop: a first snapshot reads every cell, and running attempts must not wait for it.
+        return await asyncio.to_thread(
+            snapshot, s, self.store, self.runs, include_cases=include_cases, tallies=self.tallies
+        )
+
+    def _kept_close(self, series_id: str) -> bool:
+        if series_id in self._off_loop:
+            return False
+        behind = self.tallies.kept(series_id).behind(self.store.db)
+        return behind is not None and behind <= INLINE_CHANGES
 
     def _ended_view(self, s: SeriesRow, include_cases: bool) -> dict[str, Any] | None:
         """The snapshot of an ended series, computed once: nothing it reads changes after the end (its row is

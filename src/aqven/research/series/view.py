@@ -22,6 +22,8 @@ from aqven.store.series_records import ENDED, AttemptRow, SeriesRow, active_now
 from aqven.store.series_tally import COUNTED, KeptTally, SeriesTally, TallyCache, read_tally
 
 ETA_WINDOW_S = 300.0
+SLOW_VERDICT_S = 0.005  # a provisional verdict this slow to compute is not computed at every change ...
+VERDICT_SHARE = 50  # ... but once it is this many times its cost old
 MAX_CASE_ROWS = 50
 # While a held-out series runs, its numbers move only at coarse steps: every 10% of its attempts, and never with
 # fewer than 20 new attempts, so the change between two snapshots never belongs to one attempt.
@@ -195,15 +197,22 @@ def _provisional(
 ) -> dict[str, Any] | None:
     """The provisional verdict of a running series, computed again only when what it stands on changed: the
     tally's cells (its seq), the series' state and plan, the stop_early prefix (a page polled while nothing
-    finished shows the verdict it computed last, which a new computation would repeat exactly)."""
-    key = (tally.seq, s.status, s.stop_reason, s.kind, s.on, s.simulated, sequence)
+    finished shows the verdict it computed last, which a new computation would repeat exactly).
+
+    A verdict that takes long to compute (a big series: SLOW_VERDICT_S or more) is computed again on new cells
+    only once it is VERDICT_SHARE times its cost old, so polling a running series spends at most about 1/50 of
+    the server's time on it; the counts beside it are read fresh every time."""
+    state = (s.status, s.stop_reason, s.kind, s.on, s.simulated, sequence)
+    now = time.monotonic()
     if kept is not None:
         hit = kept.memo.get("verdict")
-        if hit is not None and hit[0] == key and hit[1] is s.plan:
-            return cast("dict[str, Any] | None", hit[2])
+        if hit is not None and hit[1] == state and hit[2] is s.plan:
+            seq, _, _, verdict, at, cost = hit
+            if seq == tally.seq or (cost >= SLOW_VERDICT_S and now - at < cost * VERDICT_SHARE):
+                return cast("dict[str, Any] | None", verdict)
     verdict = compute_verdict(s, tally, provisional=True, sequence=sequence)
     if kept is not None:
-        kept.memo["verdict"] = (key, s.plan, verdict)
+        kept.memo["verdict"] = (tally.seq, state, s.plan, verdict, now, time.monotonic() - now)
     return verdict
 
 
