@@ -111,7 +111,7 @@ def test_a_slow_verdict_is_computed_again_only_once_it_is_fifty_times_its_cost_o
     store, runs = SeriesStore(db), RunStore(db)
     sid, n = _series(store, QUESTIONS[1], False)
     clock = [1000.0]
-    monkeypatch.setattr("aqven.research.series.view.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr(view, "clock", lambda: clock[0])
     real = compute_verdict
 
     def slow(*args: Any, **kwargs: Any) -> Any:

@@ -24,6 +24,7 @@ from aqven.store.series_tally import COUNTED, KeptTally, SeriesTally, TallyCache
 ETA_WINDOW_S = 300.0
 SLOW_VERDICT_S = 0.005  # a provisional verdict this slow to compute is not computed at every change ...
 VERDICT_SHARE = 50  # ... but once it is this many times its cost old
+clock = time.monotonic  # what a verdict's age and cost are measured with
 MAX_CASE_ROWS = 50
 # While a held-out series runs, its numbers move only at coarse steps: every 10% of its attempts, and never with
 # fewer than 20 new attempts, so the change between two snapshots never belongs to one attempt.
@@ -203,7 +204,7 @@ def _provisional(
     only once it is VERDICT_SHARE times its cost old, so polling a running series spends at most about 1/50 of
     the server's time on it; the counts beside it are read fresh every time."""
     state = (s.status, s.stop_reason, s.kind, s.on, s.simulated, sequence)
-    now = time.monotonic()
+    now = clock()
     if kept is not None:
         hit = kept.memo.get("verdict")
         if hit is not None and hit[1] == state and hit[2] is s.plan:
@@ -212,7 +213,7 @@ def _provisional(
                 return cast("dict[str, Any] | None", verdict)
     verdict = compute_verdict(s, tally, provisional=True, sequence=sequence)
     if kept is not None:
-        kept.memo["verdict"] = (tally.seq, state, s.plan, verdict, now, time.monotonic() - now)
+        kept.memo["verdict"] = (tally.seq, state, s.plan, verdict, now, clock() - now)
     return verdict
 
 
