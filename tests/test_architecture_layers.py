@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Bottom to top, as docs/architecture.md draws them. A layer may import its own and any lower layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("aqven", "aqven.errors"),
+    ("aqven", "aqven.errors", "aqven.heap"),
     ("aqven.project",),
     ("aqven.models", "aqven.templates"),
     ("aqven.store",),

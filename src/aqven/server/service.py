@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aqven import heap
 from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError, RunInputError, StateConflictError
 from aqven.models.pricing import warm_prices
@@ -79,6 +80,7 @@ class ProjectService:
                 loaded_diagnostics(ws)
                 warm_prices()
         finally:
+            heap.settle()  # the project and the prices stay: out of the collector's full passes
             self.warmed.set()  # loaded, or found not to load: /api/health says so, and a starting CLI waits for it
 
     def project(self) -> Project:

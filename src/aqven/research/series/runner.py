@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from aqven import heap
 from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError
 from aqven.models.gate import CpuGate, held
@@ -221,6 +222,7 @@ class SeriesRunner:
         # attempt's recorded cost (a re-run's earlier try included); a finished attempt adds what it added.
         # Off the event loop: at 100,000 attempts this read took the loop for ~1.5 s (a GET waited behind it).
         queue, tally = await asyncio.to_thread(self._resume_state, series_id)
+        heap.settle()  # the attempts just read stay for the series' life: out of the collector's full passes
         first = self.store.get(series_id)
         early = EarlyStop.resume(first, tally.done) if first.plan.stop_early else None
         look = True  # for attempts marked running that no task runs: on the first step, and after every wake

@@ -29,7 +29,8 @@ SETTLED = ("done", "cancelled", "failed", "awaiting_approval", "waiting_human")
 MAX_WAIT_S = 50.0
 ENDED_VIEWS_KEPT = 32  # snapshots of ended series kept (a few KB each without include_cases)
 INLINE_CHANGES = 2000  # a snapshot with at most this many changes to read since the last is computed on the loop
-INLINE_MAX_S = 0.05  # unless one of its snapshots took longer there
+INLINE_MAX_S = 0.05  # unless one of its snapshots took longer there: then on a thread for OFF_LOOP_S
+OFF_LOOP_S = 10.0
 
 
 class SeriesConflict(StateConflictError):
@@ -48,7 +49,7 @@ class SeriesService:
         self._start_lock = asyncio.Lock()
         self._ended: dict[tuple[str, bool], tuple[SeriesRow, dict[str, Any]]] = {}
         self.tallies = TallyCache()  # a snapshot reads only the cells changed since the last one
-        self._off_loop: set[str] = set()  # series whose snapshots take too long for the loop (`get`)
+        self._off_loop: dict[str, float] = {}  # series whose snapshots took too long for the loop, until when
 
     async def start(self, body: SeriesStartBody) -> dict[str, Any]:
         """Start a series (or return the one its client_op_id already started); answers at once."""
@@ -117,10 +118,10 @@ class SeriesService:
             # (waiting up to the 5 ms switch interval each time), and take many times its CPU in wall time.
             took = time.perf_counter()
             view = snapshot(s, self.store, self.runs, tallies=self.tallies)
-            if time.perf_counter() - took > INLINE_MAX_S:  # too long to hold the loop: a thread from now on
+            if time.perf_counter() - took > INLINE_MAX_S:  # too long to hold the loop: a thread for a while
                 if len(self._off_loop) > 1000:
                     self._off_loop.clear()
-                self._off_loop.add(s.id)
+                self._off_loop[s.id] = time.monotonic() + OFF_LOOP_S
             return view
         # Off the event loop: a first snapshot reads every cell, and running attempts must not wait for it.
         return await asyncio.to_thread(
@@ -128,7 +129,7 @@ class SeriesService:
         )
 
     def _kept_close(self, series_id: str) -> bool:
-        if series_id in self._off_loop:
+        if self._off_loop.get(series_id, 0.0) > time.monotonic():
             return False
         behind = self.tallies.kept(series_id).behind(self.store.db)
         return behind is not None and behind <= INLINE_CHANGES

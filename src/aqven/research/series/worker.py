@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from aqven import heap
 from aqven.engine.runner import Engine
 from aqven.models import rate_limit
 from aqven.models.gate import CpuGate, held
@@ -133,6 +134,7 @@ async def serve(root: Path, inp: IO[bytes], out: IO[bytes]) -> None:
     loop = asyncio.get_running_loop()
     worker = Worker(root, Outbox(loop, out))
     worker.live.engine()  # the project loaded before the first attempt comes
+    heap.settle()  # and kept out of the collector's full passes
     write(out, [("ready", os.getpid())])
     # stdin ended: the server is gone; stop now, mid-attempt or not (the next server resumes it)
     read_pipe(loop, inp, worker.handle, lambda: os._exit(0))
