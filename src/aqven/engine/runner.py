@@ -235,12 +235,9 @@ class Engine:
     async def _committed(self, run_id: str, write: Callable[[], T]) -> T:
         """The run's held writes and `write`, committed together with what other runs of this process write
         meanwhile (store/group_commit.py): the run goes on once they are on record, and waits without the CPU gate."""
-        held = self._held.pop(run_id, [])
-        self._paid.discard(run_id)
 
         def together() -> T:
-            for earlier in held:
-                earlier()
+            self._flush(run_id)
             return write()
 
         async with gate.released():

@@ -32,15 +32,21 @@ async def _settle(svc: ProjectService, series_id: str) -> dict[str, Any]:
     return state
 
 
+async def _done_series(svc: ProjectService) -> str:
+    """A rate series on dev cases, run to its end: its id."""
+    out = await svc.series.start(RATE)
+    sid: str = out["series"]["series_id"]
+    assert (await _settle(svc, sid))["status"] == "done"
+    return sid
+
+
 def test_a_claim_that_finds_the_attempt_taken_writes_nothing_of_its_run(tiny_env: Path, tmp_path: Path) -> None:
     root = write_tiny(tmp_path / "tiny", case_names(4, 0))
 
     async def main() -> None:
         svc = ProjectService(root)
         try:
-            out = await svc.series.start(RATE)
-            sid = out["series"]["series_id"]
-            assert (await _settle(svc, sid))["status"] == "done"
+            sid = await _done_series(svc)
             store, runner = svc.series.store, svc.series.runner
             done = store.attempts(sid)[0]
             # As a second driver with a stale queue would try: the row says queued, the database says done.
@@ -99,9 +105,7 @@ def test_a_worker_that_dies_after_it_wrote_an_attempts_end_leaves_that_end(tiny_
     async def main() -> None:
         svc = ProjectService(root)
         try:
-            out = await svc.series.start(RATE)
-            sid = out["series"]["series_id"]
-            assert (await _settle(svc, sid))["status"] == "done"
+            sid = await _done_series(svc)
             store, runner = svc.series.store, svc.series.runner
             first = store.attempts(sid)[0]
             store.requeue_for_rerun(sid, first.idx, first.cost_usd or "0")  # queued again, as a re-run is

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any, NamedTuple
 
 from aqven.research.holdout import series_error_view
 from aqven.research.series.early import early_stop_record, sequence_view
@@ -18,7 +18,7 @@ from aqven.research.stats.series_verdict import compute_verdict
 from aqven.store.approvals import approvals_of
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
-from aqven.store.series_records import ENDED, AttemptRow, SeriesRow, active_now
+from aqven.store.series_records import ENDED, AttemptRow, SeriesPlan, SeriesRow, active_now
 from aqven.store.series_tally import COUNTED, KeptTally, SeriesTally, TallyCache, read_tally
 
 ETA_WINDOW_S = 300.0
@@ -207,14 +207,29 @@ def _provisional(
     now = clock()
     if kept is not None:
         hit = kept.memo.get("verdict")
-        if hit is not None and hit[1] == state and hit[2] is s.plan:
-            seq, _, _, verdict, at, cost = hit
-            if seq == tally.seq or (cost >= SLOW_VERDICT_S and now - at < cost * VERDICT_SHARE):
-                return cast("dict[str, Any] | None", verdict)
+        if isinstance(hit, _KeptVerdict) and hit.fits(tally.seq, state, s.plan, now):
+            return hit.verdict
     verdict = compute_verdict(s, tally, provisional=True, sequence=sequence)
     if kept is not None:
-        kept.memo["verdict"] = (tally.seq, state, s.plan, verdict, now, clock() - now)
+        kept.memo["verdict"] = _KeptVerdict(tally.seq, state, s.plan, verdict, now, clock() - now)
     return verdict
+
+
+class _KeptVerdict(NamedTuple):
+    """A provisional verdict kept with its tally: what it stands on, when it was computed and what that cost."""
+
+    seq: int
+    state: tuple[Any, ...]
+    plan: SeriesPlan
+    verdict: dict[str, Any] | None
+    at: float
+    cost: float
+
+    def fits(self, seq: int, state: tuple[Any, ...], plan: SeriesPlan, now: float) -> bool:
+        """Whether it may be shown now: what it stands on is unchanged, or it is slow and young enough."""
+        if self.state != state or self.plan is not plan:
+            return False
+        return self.seq == seq or (self.cost >= SLOW_VERDICT_S and now - self.at < self.cost * VERDICT_SHARE)
 
 
 def snapshot(
