@@ -116,6 +116,7 @@ class SeriesService:
             # A few changes to read since the last snapshot: on the loop, in one go. On a thread beside the busy
             # loop of a running series it would take the interpreter lock back at every row SQLite steps
             # (waiting up to the 5 ms switch interval each time), and take many times its CPU in wall time.
+            await asyncio.sleep(0)  # a turn of the loop all the same: a caller polling in a loop starves no one
             took = time.perf_counter()
             view = snapshot(s, self.store, self.runs, tallies=self.tallies)
             if time.perf_counter() - took > INLINE_MAX_S:  # too long to hold the loop: a thread for a while
