@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -177,23 +176,28 @@ class Engine:
         """A run that is not stored yet: `before` (the caller's writes, the run's creation among them) and the run's
         start are held, and written with the run's first own write, which comes before its first wait (an llm
         node's model request, usually): a series attempt's start is one transaction."""
-        self._held[run_id] = [*before, functools.partial(self._mark_started, run_id, request, resumed=False)]
+        self._held[run_id] = [*before, self._starting(run_id, request, resumed=False)]
         return Begun(run_id, request)
 
     def _mark_started(self, run_id: str, request: RunRequest, *, resumed: bool) -> None:
-        self.runs.set_status(run_id, "running")
-        self.runs.append_event(
-            run_id,
-            "run_resume" if resumed else "run_start",
-            None,
-            {
-                "flow_id": request.flow_id,
-                "from": request.from_node,
-                "to": request.to_node,
-                "case": request.case_name,
-                "simulate": request.simulate,
-            },
-        )
+        self._starting(run_id, request, resumed=resumed)()
+
+    def _starting(self, run_id: str, request: RunRequest, *, resumed: bool) -> Callable[[], None]:
+        """The run marked running and its start traced, as a write to run later (its event made now)."""
+        opening = {
+            "flow_id": request.flow_id,
+            "from": request.from_node,
+            "to": request.to_node,
+            "case": request.case_name,
+            "simulate": request.simulate,
+        }
+        event = self.runs.event(run_id, "run_resume" if resumed else "run_start", None, opening)
+
+        def write() -> None:
+            self.runs.set_status(run_id, "running")
+            event()
+
+        return write
 
     async def proceed(self, begun: Begun) -> RunRecord:
         """Run a begun run (`begin`) to its end, or until a human node waits."""
@@ -214,11 +218,15 @@ class Engine:
         except Exception as exc:  # a defect of ours: the run fails as infrastructure, the server goes on
             return self._fail(run_id, "ENGINE_ERROR", f"{type(exc).__name__}: {exc}", "infra", None)
         ending = {"status": "done", "output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
-        return await self._committed(run_id, functools.partial(self._end, run_id, output, ending))
+        # Made before the transaction that writes them (other processes wait for it), and read back after it.
+        end_event = self.runs.event(run_id, "run_end", None, ending)
+        finish = self.runs.finishing(run_id, status="done", output=output, outcome="ok")
 
-    def _end(self, run_id: str, output: Any, ending: dict[str, Any]) -> RunRecord:
-        self.runs.append_event(run_id, "run_end", None, ending)
-        self.runs.finish(run_id, status="done", output=output, outcome="ok")
+        def end() -> None:
+            end_event()
+            finish()
+
+        await self._committed(run_id, end)
         return self.runs.get(run_id)
 
     def _hold(self, run_id: str, write: Callable[[], object], *, paid: bool = False) -> None:
@@ -348,7 +356,7 @@ class Engine:
         inputs = resolve(node.inputs, scope.as_dict())
         opening = {"kind": node.kind, "inputs": inputs} if node.kind != "group" else {"kind": node.kind}
         # Written with the run's next write: an llm node's model request, a code node's end (`_held`).
-        self._hold(run_id, functools.partial(self.runs.append_event, run_id, "node_start", path, opening))
+        self._hold(run_id, self.runs.event(run_id, "node_start", path, opening))
         started = time.perf_counter()
         try:
             output = await self._dispatch(run_id, node, inputs, scope, request, prefix, done)
@@ -361,7 +369,7 @@ class Engine:
         scope.nodes[node.id] = output
         ending = {"output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
         # With an llm node's response, before the run's next wait; else with the run's next write (`_held`).
-        self._hold(run_id, functools.partial(self.runs.append_event, run_id, "node_end", path, ending))
+        self._hold(run_id, self.runs.event(run_id, "node_end", path, ending))
 
     async def _dispatch(
         self,
@@ -434,8 +442,7 @@ class Engine:
                 "attempt": attempt,
             }
             # On record, with what is held (the node's start, a new run's start and claim), before money is spent.
-            asked = functools.partial(self.runs.append_event, run_id, "model_request", path, asking)
-            await self._committed(run_id, asked)
+            await self._committed(run_id, self.runs.event(run_id, "model_request", path, asking))
 
             def on_event(kind: str, data: dict[str, Any]) -> None:
                 self._event(run_id, kind, path, data)
@@ -504,7 +511,7 @@ class Engine:
             if not request.simulate:
                 outage.reached(node.agent)
             # Written with the node's end, which follows at once (`_run_node`).
-            self._hold(run_id, functools.partial(self._record_response, run_id, path, result), paid=True)
+            self._hold(run_id, self._response(run_id, path, result), paid=True)
             return result.output
 
     def _count_usage(self, run_id: str, used: CallResult | ModelCallError) -> None:
@@ -517,9 +524,9 @@ class Engine:
             simulated=used.simulated,
         )
 
-    def _record_response(self, run_id: str, path: str, result: CallResult) -> None:
-        self._count_usage(run_id, result)
-        self.runs.append_event(
+    def _response(self, run_id: str, path: str, result: CallResult) -> Callable[[], None]:
+        """A model's answer: its usage added to the run and its event, as a write to run later (the event made now)."""
+        event = self.runs.event(
             run_id,
             "model_response",
             path,
@@ -536,6 +543,12 @@ class Engine:
                 "output": result.output,
             },
         )
+
+        def write() -> None:
+            self._count_usage(run_id, result)
+            event()
+
+        return write
 
     async def _code_shown(self, run_id: str, node: CompiledNode, inputs: dict[str, Any], path: str) -> Any:
         """A code node runs on a thread, a wait: a model's answer the run holds is written first, and what else it

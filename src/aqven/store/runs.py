@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -73,6 +75,11 @@ def _where(flow_id: str | None, status: str | None, series_id: str | None) -> tu
     return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), tuple(params)
 
 
+_INSERT_RUN = (
+    "INSERT INTO runs (id, flow_id, status, created_at, request, simulated, series_id, case_name, dataset_id, side)"
+    " VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)"
+)
+_FINISH_RUN = "UPDATE runs SET status=?, ended_at=?, output=?, error_code=?, error_message=?, outcome=? WHERE id=?"
 _INSERT_EVENT = "INSERT INTO events (run_id, seq, ts, kind, node_id, data) VALUES (?, ?, ?, ?, ?, ?)"
 _SEQS_KEPT = 10_000  # runs whose last event seq a store remembers (a series runs far fewer at once)
 
@@ -100,23 +107,29 @@ class RunStore:
         """Store a new run; `side` is the side of the split it runs on (dev | holdout; None without a case), kept
         with it so that what may be shown of it never depends on a later split."""
         rid = run_id or new_id("run")
-        with self.db.transaction() as cur:
-            cur.execute(
-                "INSERT INTO runs (id, flow_id, status, created_at, request, simulated, series_id, case_name,"
-                " dataset_id, side) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    rid,
-                    request.flow_id,
-                    now_iso(),
-                    request.model_dump_json(),
-                    int(request.simulate),
-                    series_id,
-                    request.case_name,
-                    request.dataset_id,
-                    side,
-                ),
-            )
+        self.creating(request, rid, series_id=series_id, side=side)()
         return rid
+
+    def creating(
+        self, request: RunRequest, run_id: str, *, series_id: str | None = None, side: str | None = None
+    ) -> Callable[[], None]:
+        """`create` as a write to run later (store/group_commit.py): its JSON is made now, outside the transaction."""
+        row = (
+            run_id,
+            request.flow_id,
+            now_iso(),
+            request.model_dump_json(),
+            int(request.simulate),
+            series_id,
+            request.case_name,
+            request.dataset_id,
+            side,
+        )
+        return functools.partial(self._execute, _INSERT_RUN, row)
+
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(sql, params)
 
     def set_status(self, run_id: str, status: RunStatus) -> None:
         with self.db.transaction() as cur:
@@ -150,19 +163,28 @@ class RunStore:
         error: RunError | None = None,
         outcome: str | None = None,
     ) -> None:
-        with self.db.transaction() as cur:
-            cur.execute(
-                "UPDATE runs SET status=?, ended_at=?, output=?, error_code=?, error_message=?, outcome=? WHERE id=?",
-                (
-                    status,
-                    now_iso(),
-                    None if output is None else _stored(output),
-                    error.code if error else None,
-                    _stored(error.model_dump()) if error else None,
-                    outcome,
-                    run_id,
-                ),
-            )
+        self.finishing(run_id, status=status, output=output, error=error, outcome=outcome)()
+
+    def finishing(
+        self,
+        run_id: str,
+        *,
+        status: RunStatus,
+        output: Any = None,
+        error: RunError | None = None,
+        outcome: str | None = None,
+    ) -> Callable[[], None]:
+        """`finish` as a write to run later: its time and JSON are taken now, outside the transaction."""
+        row = (
+            status,
+            now_iso(),
+            None if output is None else _stored(output),
+            error.code if error else None,
+            _stored(error.model_dump()) if error else None,
+            outcome,
+            run_id,
+        )
+        return functools.partial(self._execute, _FINISH_RUN, row)
 
     def exists(self, run_id: str) -> bool:
         return self.db.query_one("SELECT 1 FROM runs WHERE id=?", (run_id,)) is not None
@@ -256,8 +278,17 @@ class RunStore:
     def append_event(
         self, run_id: str, kind: str, node_id: str | None = None, data: dict[str, Any] | None = None
     ) -> None:
-        ts = now_iso()
-        payload = _stored(data or {})
+        self.event(run_id, kind, node_id, data)()
+
+    def event(
+        self, run_id: str, kind: str, node_id: str | None = None, data: dict[str, Any] | None = None
+    ) -> Callable[[], None]:
+        """`append_event` as a write to run later (a run's held writes, store/group_commit.py): the event's time and
+        stored JSON are taken now, so the transaction that writes it, which other processes wait for, only inserts.
+        """
+        return functools.partial(self._insert_event, run_id, kind, node_id, now_iso(), _stored(data or {}))
+
+    def _insert_event(self, run_id: str, kind: str, node_id: str | None, ts: str, payload: str) -> None:
         with self.db.transaction() as cur:
             # The next seq follows the last this store wrote for the run (no MAX read per event) while no
             # transaction rolled back since. Another process that wrote the run's events meanwhile (a worker that

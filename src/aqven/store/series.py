@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
+import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from aqven.errors import ATTEMPT_NOT_FOUND, SERIES_NOT_FOUND, NotFoundError
@@ -325,7 +328,7 @@ class SeriesStore:
                 (inputs_hash, series_id, idx),
             )
 
-    def finish_attempt(
+    def finishing_attempt(
         self,
         series_id: str,
         idx: int,
@@ -337,29 +340,30 @@ class SeriesStore:
         checks: list[dict[str, Any]],
         cost_usd: str,
         unpriced: bool,
-        active_at_end: float,
         inputs_hash: str | None = None,
-    ) -> None:
-        """Mark a running attempt done; `inputs_hash` (when given) is the hash of the inputs it ran on."""
+    ) -> Callable[[], None]:
+        """Mark a running attempt done (a row not running any more is left as it is), as a write to run later
+        (store/group_commit.py): its JSON is made now, outside the transaction; its end time and the series' running
+        time at its end are read when it is written. `inputs_hash` (when given) is the hash of the inputs it ran on.
+        """
+        texts = (
+            None if error_message is None else redact(error_message),  # no provider key is ever stored
+            redact(_j(checks) or "[]"),
+        )
+        row = (outcome, value, error_code, *texts, cost_usd, int(unpriced))
+        return functools.partial(self._finish_attempt, series_id, idx, row, inputs_hash)
+
+    def _finish_attempt(self, series_id: str, idx: int, row: tuple[Any, ...], inputs_hash: str | None) -> None:
         with self.db.transaction() as cur:
+            # The series' clock as it is now (only its two columns: the plan is not parsed once per attempt).
+            clock = cur.execute("SELECT active_seconds, active_since FROM series WHERE id=?", (series_id,)).fetchone()
+            since = clock["active_since"]
+            active = clock["active_seconds"] + (time.time() - since if since is not None else 0.0)
             cur.execute(
                 "UPDATE attempts SET status='done', outcome=?, value=?, error_code=?, error_message=?, checks=?,"
                 " cost_usd=?, unpriced=?, ended_at=?, active_at_end=?, inputs_hash=COALESCE(?, inputs_hash)"
                 " WHERE series_id=? AND idx=? AND status='running'",
-                (
-                    outcome,
-                    value,
-                    error_code,
-                    None if error_message is None else redact(error_message),  # no provider key is ever stored
-                    redact(_j(checks) or "[]"),
-                    cost_usd,
-                    int(unpriced),
-                    now_iso(),
-                    active_at_end,
-                    inputs_hash,
-                    series_id,
-                    idx,
-                ),
+                (*row, now_iso(), active, inputs_hash, series_id, idx),
             )
 
     def requeue_for_rerun(self, series_id: str, idx: int, spent_before: str) -> None:

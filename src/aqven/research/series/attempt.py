@@ -11,7 +11,6 @@ on the database's writer lock while it hands out work.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -62,12 +61,12 @@ def internal_error(what: str, cost: Decimal) -> AttemptResult:
 def finish_row(store: SeriesStore, s: SeriesRow, a: AttemptRow, out: AttemptResult) -> None:
     """Write a finished attempt's end on its row, with the series' running time at that moment (a row that is not
     running any more is left as it is)."""
-    # The series' clock as it is now (only its two columns: the plan is not parsed once per attempt).
-    clock = store.db.query_one("SELECT active_seconds, active_since FROM series WHERE id=?", (s.id,))
-    assert clock is not None
-    since = clock["active_since"]
-    active = clock["active_seconds"] + (time.time() - since if since is not None else 0.0)
-    store.finish_attempt(
+    finishing_row(store, s, a, out)()
+
+
+def finishing_row(store: SeriesStore, s: SeriesRow, a: AttemptRow, out: AttemptResult) -> Callable[[], None]:
+    """`finish_row` as a write to run later: its JSON made now, outside the transaction that writes it."""
+    return store.finishing_attempt(
         s.id,
         a.idx,
         outcome=out.outcome,
@@ -77,7 +76,6 @@ def finish_row(store: SeriesStore, s: SeriesRow, a: AttemptRow, out: AttemptResu
         checks=out.checks,
         cost_usd=str(out.cost),
         unpriced=out.unpriced,
-        active_at_end=active,
         inputs_hash=out.inputs_hash,
     )
 
@@ -123,7 +121,7 @@ async def run_owned(
             return None
     if not out.waiting:
         async with gate.released():  # committed with what other attempts of this process write meanwhile
-            await store.db.grouped(functools.partial(finish_row, store, s, a, out))
+            await store.db.grouped(finishing_row(store, s, a, out))
     return out
 
 
@@ -187,7 +185,7 @@ async def _run_attempt(
         # A new run: these writes, its creation and its start are one transaction with its first model request.
         request = request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id)
         # The attempt's side: what may be shown of the run never depends on a later split.
-        before.append(functools.partial(runs.create, request, series_id=s.id, run_id=run_id, side=a.side))
+        before.append(runs.creating(request, run_id, series_id=s.id, side=a.side))
         begun = runner.begin_new(run_id, request, before)
     record = begun if isinstance(begun, RunRecord) else await runner.proceed(begun)
     if record.status == "waiting_human":
