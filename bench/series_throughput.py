@@ -4,7 +4,8 @@ Runs reply_noninferior_mistral of the showcase on dev with simulated models whos
 through the real series scheduler, engine, checks and SQLite store. `--workers 1,2` runs the same series once per
 setting of `workers` (aqven.yaml), each on a fresh copy of the project, `--rounds` times in alternation, and
 prints attempts/s, CPU per attempt (this process and its workers) and the load average at each start, then the
-ratio of the medians. `workers: 1` is the server alone (one core); `workers: 2` is two worker processes that run
+ratio of the medians and round by round, with the share of the machine's time its hypervisor gave others (steal).
+`workers: 1` is the server alone (one core); `workers: 2` is two worker processes that run
 the attempts while this process decides. The workers are started and ready before the timing starts (a server
 starts them when it starts); the CPU figure counts what they spent from the start of the timing (read from /proc
 on Linux; elsewhere their start, a few seconds of imports and project load each, is included and said so), and
@@ -94,6 +95,23 @@ def project(base: Path, name: str, *, workers: int = 1, concurrency: int | None 
     return root
 
 
+def _machine() -> list[int] | None:
+    """The machine's CPU time so far by state (Linux /proc/stat: user nice system idle iowait irq softirq steal)."""
+    try:
+        return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return None
+
+
+def _steal(before: list[int] | None, after: list[int] | None) -> str:
+    """The share of the machine's time its hypervisor gave to others (steal) over a run: a second core that another
+    guest takes part of cannot run a worker at full speed."""
+    if before is None or after is None:
+        return "steal not known"
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    return f"steal {spent[7] / max(sum(spent), 1):.1%} of the cores' time"
+
+
 def compare(base: Path, settings: list[int], rounds: int, repeats: int, experiment: str, concurrency: int) -> None:
     rates: dict[int, list[float]] = {w: [] for w in settings}
     cpus: dict[int, list[tuple[float, float]]] = {w: [] for w in settings}
@@ -102,8 +120,10 @@ def compare(base: Path, settings: list[int], rounds: int, repeats: int, experime
             root = project(base, f"r{r}-w{w}", workers=w, concurrency=concurrency)
             load = os.getloadavg()
             own0, kids0 = _cpu()
+            machine0 = _machine()
             t = asyncio.run(run(root, repeats, experiment))
             own1, kids1 = _cpu()
+            steal = _steal(machine0, _machine())
             n, wall = t.done, t.wall
             start = t.workers_before
             own, kids = (own1 - own0) / n, (kids1 - kids0 - (start or 0.0)) / n
@@ -118,7 +138,7 @@ def compare(base: Path, settings: list[int], rounds: int, repeats: int, experime
             print(
                 f"  workers {w} (round {r + 1}): {n / wall:.1f} attempts/s; CPU/attempt {(own + kids) * 1000:.2f} ms"
                 f" ({who}; {busy} of the wall time);"
-                f" load avg at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+                f" load avg at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {steal}"
             )
     medians = {w: statistics.median(v) for w, v in rates.items()}
     first = settings[0]
@@ -131,6 +151,13 @@ def compare(base: Path, settings: list[int], rounds: int, repeats: int, experime
         kids = statistics.median(c[1] for c in cpus[w])
         return 1 / (own + kids) if w <= 1 else min(cores / (own + kids), 1 / own, w / kids)
 
+    if len(settings) > 1:  # machines drift within minutes: the rounds' own ratios, side by side, compare best
+        other = settings[-1]
+        by_round = [b / a for a, b in zip(rates[first], rates[other], strict=True)]
+        print(
+            f"workers {other} / workers {first}, round by round: {', '.join(f'{x:.2f}' for x in by_round)}"
+            f" (median {statistics.median(by_round):.2f})"
+        )
     for w in settings:
         print(
             f"workers {w}: median {medians[w]:.1f} attempts/s = {medians[w] / medians[first]:.2f}× workers {first}"
