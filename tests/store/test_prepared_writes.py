@@ -16,7 +16,7 @@ import pytest
 
 from aqven.store import runs as runs_module
 from aqven.store import series as series_module
-from aqven.store.db import MMAP_BYTES, WAL_CHECKPOINT_PAGES, Database
+from aqven.store.db import WAL_CHECKPOINT_PAGES, Database
 from aqven.store.records import RunError, RunRequest
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
@@ -105,6 +105,5 @@ def test_every_connection_keeps_commits_short(tmp_path: Path) -> None:
     with db.reading() as reader:
         for conn in (db._conn, reader):
             assert conn.execute("PRAGMA temp_store").fetchone()[0] == 2  # MEMORY: savepoint journals too
-            assert conn.execute("PRAGMA mmap_size").fetchone()[0] == MMAP_BYTES
     assert db._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_CHECKPOINT_PAGES
     assert db._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

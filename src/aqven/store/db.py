@@ -280,7 +280,6 @@ def _statements(script: str) -> list[str]:
 
 
 WAL_CHECKPOINT_PAGES = 10_000
-MMAP_BYTES = 256 << 20
 BUSY_WAIT_S = 30.0  # the longest a statement waits for another process's write before it fails
 
 
@@ -336,9 +335,6 @@ class Database:
         # A savepoint's undo journal (every grouped write has one: store/group_commit.py) stays in memory; with the
         # default it went to a temporary file past 64 KB, created, written and unlinked: half a worker's writes.
         conn.execute("PRAGMA temp_store=MEMORY")
-        # Pages of the database file are read through a mapping, not a read() each: every commit of another
-        # process (the server's workers) empties this connection's page cache, and its pages are read again.
-        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         return conn
 
     @contextmanager
