@@ -26,9 +26,9 @@ from typing import Any
 from aqven import heap
 from aqven.engine.runner import Engine
 from aqven.errors import NotFoundError
+from aqven.models import telemetry
 from aqven.models.gate import CpuGate, held
 from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
-from aqven.models.telemetry import tracer
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.series.attempt import AttemptResult, dec, finish_row, internal_error, result_of_row, run_owned
 from aqven.research.series.early import DECIDED_EARLY, EarlyStop, sequence_view
@@ -102,22 +102,26 @@ def attempt_span(s: SeriesRow, a: AttemptRow) -> Any:
     """The OpenTelemetry span of one attempt (a no-op without an endpoint, `aqven.models.telemetry`).
 
     A held-out attempt names no case: it carries the case's position in the series' secret order only."""
-    per_case = max(len(s.plan.variants) * s.plan.repeats, 1)
-    attributes: dict[str, Any] = {
-        "aqven.series_id": s.id,
-        "aqven.kind": s.kind,
-        "aqven.experiment_id": s.experiment_id or "",
-        "aqven.flow_id": s.plan.flow_id,
-        "aqven.on": a.side,
-        "aqven.variant": a.variant_id,
-        "aqven.repeat": a.rep,
-        "aqven.attempt_index": a.idx,
-        "aqven.case_index": a.idx // per_case,
-        "aqven.simulated": s.simulated,
-    }
-    if a.side == "dev":
-        attributes["aqven.case"] = a.case_name
-    return tracer().start_as_current_span("aqven.attempt", attributes=attributes)
+
+    def attributes() -> dict[str, Any]:
+        per_case = max(len(s.plan.variants) * s.plan.repeats, 1)
+        out: dict[str, Any] = {
+            "aqven.series_id": s.id,
+            "aqven.kind": s.kind,
+            "aqven.experiment_id": s.experiment_id or "",
+            "aqven.flow_id": s.plan.flow_id,
+            "aqven.on": a.side,
+            "aqven.variant": a.variant_id,
+            "aqven.repeat": a.rep,
+            "aqven.attempt_index": a.idx,
+            "aqven.case_index": a.idx // per_case,
+            "aqven.simulated": s.simulated,
+        }
+        if a.side == "dev":
+            out["aqven.case"] = a.case_name
+        return out
+
+    return telemetry.span("aqven.attempt", attributes)
 
 
 def _internal_error(exc: Exception, cost: Decimal) -> AttemptResult:
@@ -139,7 +143,10 @@ class SeriesRunner:
         self.runs = runs
         self.store = store
         self._drivers: dict[str, asyncio.Task[None]] = {}
+        # A series' bell: rung by `wake` (something outside changed: look at its running attempts again) and by each
+        # of its attempts that ends (the driver goes on) — one event to wait on, not a task and a wait per step.
         self._wake: dict[str, asyncio.Event] = {}
+        self._look: set[str] = set()  # series woken by `wake`, not just by an attempt's end
         self.changed = asyncio.Condition()
         self.fill = AttemptFill(store)  # a new series' rows written after its start answered
         # The CPU phases of all attempts take turns in FIFO order, released while an attempt waits on a model
@@ -164,6 +171,7 @@ class SeriesRunner:
     def wake(self, series_id: str) -> None:
         event = self._wake.get(series_id)
         if event is not None:
+            self._look.add(series_id)
             event.set()
 
     async def notify(self) -> None:
@@ -229,7 +237,9 @@ class SeriesRunner:
         waiting: list[int] = []
         try:
             while True:
-                look = look or wake.is_set()
+                if series_id in self._look:
+                    self._look.discard(series_id)
+                    look = True
                 wake.clear()
                 s = self.store.get(series_id)
                 if s.status not in ("running", "waiting_human", "cancelled"):
@@ -394,7 +404,11 @@ class SeriesRunner:
                     tally.learned += 1
             return result
 
-        return asyncio.ensure_future(run())
+        task = asyncio.ensure_future(run())
+        bell = self._wake.get(s.id)
+        if bell is not None:
+            task.add_done_callback(lambda _task: bell.set())
+        return task
 
     def _pool(self) -> WorkerPool | None:
         """The worker processes attempts run in (`workers` in aqven.yaml), or None: they run in this process."""
@@ -460,11 +474,9 @@ class SeriesRunner:
         return decision in ("confirmed", "refuted")
 
     async def _wait_any(self, running: dict[int, asyncio.Task[str]], wake: asyncio.Event) -> None:
-        waker = asyncio.ensure_future(wake.wait())
-        try:
-            await asyncio.wait([*running.values(), waker], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waker.cancel()
+        """Until an attempt ends or the series is woken (either rings `wake`, see `_track`)."""
+        if not any(task.done() for task in running.values()):
+            await wake.wait()
         for idx, task in list(running.items()):
             if task.done():
                 running.pop(idx)
