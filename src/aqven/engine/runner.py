@@ -275,9 +275,9 @@ class Engine:
             self.runs.append_event(
                 run_id, "run_end", node_id, {"status": "failed", "code": code, "message": message, "outcome": outcome}
             )
-            self.runs.finish(
+            self.runs.finishing(
                 run_id, status="failed", error=RunError(code=code, message=message, node_id=node_id), outcome=outcome
-            )
+            )()
             return self.runs.get(run_id)
 
     async def _run_flow(

@@ -154,17 +154,6 @@ class RunStore:
                 (input_tokens, output_tokens, str(total), int(cost is None), int(simulated), run_id),
             )
 
-    def finish(
-        self,
-        run_id: str,
-        *,
-        status: RunStatus,
-        output: Any = None,
-        error: RunError | None = None,
-        outcome: str | None = None,
-    ) -> None:
-        self.finishing(run_id, status=status, output=output, error=error, outcome=outcome)()
-
     def finishing(
         self,
         run_id: str,
@@ -174,7 +163,8 @@ class RunStore:
         error: RunError | None = None,
         outcome: str | None = None,
     ) -> Callable[[], None]:
-        """`finish` as a write to run later: its time and JSON are taken now, outside the transaction."""
+        """The run's end, as a write to run now (`finishing(...)()`) or later, with a run's held writes: its time and
+        JSON are taken now, outside the transaction that writes it."""
         row = (
             status,
             now_iso(),
