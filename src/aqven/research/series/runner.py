@@ -147,7 +147,11 @@ class SeriesRunner:
         # of its attempts that ends (the driver goes on) — one event to wait on, not a task and a wait per step.
         self._wake: dict[str, asyncio.Event] = {}
         self._look: set[str] = set()  # series woken by `wake`, not just by an attempt's end
+        # `changed`: anything a watcher shows moved (an attempt ended, a status); `moved`: a series' status may
+        # have (what a long poll of series_get waits for: it returns only once the status settles, so waking it
+        # at every attempt's end only made each poller read the series row again, per attempt).
         self.changed = asyncio.Condition()
+        self.moved = asyncio.Condition()
         self.fill = AttemptFill(store)  # a new series' rows written after its start answered
         # The CPU phases of all attempts take turns in FIFO order, released while an attempt waits on a model
         # (aqven.models.gate): attempts started together would otherwise convoy. AQVEN_CPU_GATE=off turns it off
@@ -174,9 +178,14 @@ class SeriesRunner:
             self._look.add(series_id)
             event.set()
 
-    async def notify(self) -> None:
+    async def notify(self, *, progress_only: bool = False) -> None:
+        """Wake the watchers of series: those of any change, and unless `progress_only` (attempts ended, no status
+        changed), those waiting for a status to change."""
         async with self.changed:
             self.changed.notify_all()
+        if not progress_only:
+            async with self.moved:
+                self.moved.notify_all()
 
     def resume_all(self) -> list[str]:
         """On server start: continue every series that was running or waiting for a person."""
@@ -482,7 +491,7 @@ class SeriesRunner:
                 running.pop(idx)
                 if task.exception() is not None and not task.cancelled():
                     raise task.exception()  # type: ignore[misc]
-        await self.notify()
+        await self.notify(progress_only=True)
 
     async def _adopt_orphans(
         self, s: SeriesRow, attempts: list[AttemptRow], running: dict[int, asyncio.Task[str]], tally: _Tally

@@ -98,9 +98,10 @@ class SeriesService:
         s = self.store.get(series_id)
         deadline = time.monotonic() + min(max(wait_seconds, 0.0), MAX_WAIT_S)
         while s.status not in SETTLED and time.monotonic() < deadline:
-            async with self.runner.changed:
+            # Woken when a status may have changed (and every 0.5 s all the same: a change made by another process).
+            async with self.runner.moved:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.runner.changed.wait(), min(0.5, deadline - time.monotonic()))
+                    await asyncio.wait_for(self.runner.moved.wait(), min(0.5, deadline - time.monotonic()))
             s = self.store.get(series_id)
         view = self._ended_view(s, include_cases)
         if view is None:
