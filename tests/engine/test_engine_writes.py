@@ -175,3 +175,23 @@ async def test_a_group_of_a_code_node_and_an_llm_node_commits_twice(tmp_path: Pa
         ("node_end", "polish"),
         ("run_end", None),
     ]
+
+
+async def test_a_new_run_reads_none_of_its_events_back(tmp_path: Path) -> None:
+    """A series attempt's new run has no event to resume from and no event seq to look up: each of those reads,
+    on a worker, starts a read of the database that another process's commit has made cold."""
+    engine, runs, _ = _engine(tmp_path, {})
+    request = RunRequest(flow_id="polish", input={"q": "refund"})
+    run_id = new_id("run")
+    statements: list[str] = []
+    runs.db._conn.set_trace_callback(statements.append)
+    begun = engine.begin_new(run_id, request, [runs.creating(request, run_id)])
+    record = await engine.proceed(begun)
+    runs.db._conn.set_trace_callback(None)
+    assert record.status == "done", record.error
+    assert [s for s in statements if "FROM events" in s] == []
+    assert len(runs.events(run_id)) == 10  # all written, numbered 1..10
+    assert [e.seq for e in runs.events(run_id)] == list(range(1, 11))
+    # begun again once done, it is its record (a resume reads the run back: `begin`)
+    resumed = engine.begin(run_id)
+    assert resumed == record

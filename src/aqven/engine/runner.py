@@ -54,6 +54,7 @@ class Begun:
 
     run_id: str
     request: RunRequest
+    fresh: bool = False  # a new run: no node of it has finished yet (nothing to read back to resume from)
 
 
 @dataclass
@@ -177,7 +178,7 @@ class Engine:
         start are held, and written with the run's first own write, which comes before its first wait (an llm
         node's model request, usually): a series attempt's start is one transaction."""
         self._held[run_id] = [*before, self._starting(run_id, request, resumed=False)]
-        return Begun(run_id, request)
+        return Begun(run_id, request, fresh=True)
 
     def _mark_started(self, run_id: str, request: RunRequest, *, resumed: bool) -> None:
         self._starting(run_id, request, resumed=resumed)()
@@ -205,7 +206,8 @@ class Engine:
         started = time.perf_counter()
         try:
             flow = self.prepare(request)
-            output = await self._run_flow(run_id, flow, request, prefix="", top=True)
+            done = {} if begun.fresh else self.runs.finished_outputs(run_id)
+            output = await self._run_flow(run_id, flow, request, prefix="", top=True, done=done)
         except WaitingHuman:
             with self.runs.db.batch():
                 self._flush(run_id)
@@ -281,8 +283,18 @@ class Engine:
             return self.runs.get(run_id)
 
     async def _run_flow(
-        self, run_id: str, flow: CompiledFlow, request: RunRequest, *, prefix: str, top: bool, flow_input: Any = None
+        self,
+        run_id: str,
+        flow: CompiledFlow,
+        request: RunRequest,
+        *,
+        prefix: str,
+        top: bool,
+        done: dict[str, Any],
+        flow_input: Any = None,
     ) -> Any:
+        """Run a flow's nodes, those in `done` (the outputs of the run's nodes that finished before this execution,
+        by path) taken as they are."""
         top_ids = flow.top_ids()
         scope = _Scope(input=request.input if top else flow_input, context=request.context)
         nodes = flow.nodes
@@ -294,7 +306,6 @@ class Engine:
                 if node_id in request.node_outputs:
                     scope.nodes[node_id] = request.node_outputs[node_id]
             nodes = nodes[start : end_index + 1]
-        done = self.runs.finished_outputs(run_id)
         await self._run_scope(run_id, nodes, scope, request, prefix, done)
         if top and end_index < len(flow.nodes) - 1:
             return scope.nodes[flow.nodes[end_index].id]
@@ -388,7 +399,9 @@ class Engine:
             return await self._code_shown(run_id, node, inputs, path)
         if node.kind == "call":
             assert node.called is not None
-            return await self._run_flow(run_id, node.called, request, prefix=f"{path}/", top=False, flow_input=inputs)
+            return await self._run_flow(
+                run_id, node.called, request, prefix=f"{path}/", top=False, done=done, flow_input=inputs
+            )
         if node.kind == "group":
             await self._run_scope(run_id, node.children, scope, request, prefix, done)
             return resolve(node.result, scope.as_dict())

@@ -125,7 +125,12 @@ class RunStore:
             request.dataset_id,
             side,
         )
-        return functools.partial(self._execute, _INSERT_RUN, row)
+        return functools.partial(self._insert_run, row)
+
+    def _insert_run(self, row: tuple[Any, ...]) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(_INSERT_RUN, row)
+            self._last_seq[row[0]] = (self.db.generation, 0)  # a new run has no event: its first is seq 1
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> None:
         with self.db.transaction() as cur:
