@@ -128,9 +128,8 @@ class RunStore:
         return functools.partial(self._insert_run, row)
 
     def _insert_run(self, row: tuple[Any, ...]) -> None:
-        with self.db.transaction() as cur:
-            cur.execute(_INSERT_RUN, row)
-            self._last_seq[row[0]] = (self.db.generation, 0)  # a new run has no event: its first is seq 1
+        self._execute(_INSERT_RUN, row)
+        self._remember_seq(row[0], 0)  # a new run has no event: its first is seq 1
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> None:
         with self.db.transaction() as cur:
@@ -295,9 +294,13 @@ class RunStore:
             except sqlite3.IntegrityError:
                 seq = _max_seq(cur, run_id) + 1
                 cur.execute(_INSERT_EVENT, (run_id, seq, ts, kind, node_id, payload))
-            if len(self._last_seq) >= _SEQS_KEPT:
-                self._last_seq.clear()
-            self._last_seq[run_id] = (self.db.generation, seq)
+            self._remember_seq(run_id, seq)
+
+    def _remember_seq(self, run_id: str, seq: int) -> None:
+        """The last event seq this store wrote for the run (good while no transaction of its rolls back)."""
+        if len(self._last_seq) >= _SEQS_KEPT:
+            self._last_seq.clear()
+        self._last_seq[run_id] = (self.db.generation, seq)
 
     def events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[TraceEvent]:
         rows = self.db.query(
