@@ -207,6 +207,12 @@ class _Worker:
     ready: bool = False  # it has loaded its modules and answers (a fresh one takes a few seconds)
     alive: bool = True
 
+    @property
+    def takes_work(self) -> bool:
+        """Alive and its pipe open: a worker whose stdout ended is dying (buried once surely gone, `_bury`), and
+        work handed to it meanwhile would fail at once, again at each retry, until the attempt is lost."""
+        return self.alive and not self.outbox.closed
+
 
 class WorkerPool:
     """`size` worker processes for the project at `root`, started at once and replaced when one dies."""
@@ -275,13 +281,14 @@ class WorkerPool:
 
     def _pick(self) -> _Worker:
         # A fresh worker is still importing: work goes to a ready one when there is one, the least busy first.
-        alive = [w for w in self._workers if w.alive]
-        ready = [w for w in alive if w.ready] or alive
+        taking = [w for w in self._workers if w.takes_work]
+        ready = [w for w in taking if w.ready] or taking
         return min(ready, key=lambda w: len(w.pending))
 
     def _fill(self) -> None:
+        # A dying worker is replaced at once; it stays listed until buried (its attempts fail then, not before).
         self._workers = [w for w in self._workers if w.alive]
-        while not self._closed and len(self._workers) < self.size:
+        while not self._closed and sum(w.takes_work for w in self._workers) < self.size:
             self._workers.append(self._spawn())
 
     def _spawn(self) -> _Worker:
