@@ -17,6 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("aqven", "aqven.errors", "aqven.heap"),
     ("aqven.project",),
+    ("aqven.people",),
     ("aqven.models", "aqven.templates"),
     ("aqven.store",),
     ("aqven.engine",),

@@ -1,8 +1,10 @@
 """`aqven approve`, `aqven stop` and `aqven cap confirm`: acts of a person at a terminal.
 
-Each asks at a TTY before it acts (the new cap in plain numbers); without a TTY it needs `--yes`, so a program
-that runs the command says so in the record. The server records the channel `terminal` and how it was
-confirmed (`tty` or `--yes`) with the series' approval or the project cap.
+Each sends the person key (kept in the user's folder outside the project, never the agent's server token) and
+asks at a TTY before it acts (the new cap in plain numbers); without a TTY it needs `--yes`, so a program that
+runs the command says so in the record. The server records the channel `terminal`, the person's name and how it
+was confirmed (`tty` or `--yes`). In a project that approves with a passkey, the server refuses them
+(`PASSKEY_REQUIRED`) and says to act in Studio.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import typer
 from aqven.cli.render import console
 from aqven.errors import AqvenError
 from aqven.server.client import Client
-from aqven.server.security import CHANNEL_HEADER, CONFIRMED_HEADER
+from aqven.server.principals import CONFIRMED_HEADER
 
 
 def person_confirms(question: str, *, yes: bool) -> str:
@@ -36,7 +38,7 @@ def person_confirms(question: str, *, yes: bool) -> str:
 
 
 def terminal_headers(how: str) -> dict[str, str]:
-    return {CHANNEL_HEADER: "terminal", CONFIRMED_HEADER: how}
+    return {CONFIRMED_HEADER: how}
 
 
 def approve_question(state: dict[str, Any], cap: str | None, token_cap: int | None = None) -> str:
@@ -74,7 +76,7 @@ def approve(
     if token_cap is not None:
         body["token_cap"] = token_cap
     out: dict[str, Any] = client.request(
-        "POST", f"/api/series/{series_id}/approve", body, headers=terminal_headers(how)
+        "POST", f"/api/series/{series_id}/approve", body, headers=terminal_headers(how), as_person=True
     )
     return out
 
@@ -86,7 +88,9 @@ def stop(client: Client, series_id: str, *, yes: bool) -> dict[str, Any]:
         "Its verdict will be invalid."
     )
     how = person_confirms(question, yes=yes)
-    out: dict[str, Any] = client.request("POST", f"/api/series/{series_id}/stop", {}, headers=terminal_headers(how))
+    out: dict[str, Any] = client.request(
+        "POST", f"/api/series/{series_id}/stop", {}, headers=terminal_headers(how), as_person=True
+    )
     return out
 
 
@@ -97,6 +101,8 @@ def confirm_cap(client: Client, *, yes: bool) -> int:
         console.print(f"the project cap is ${cap}, as the files ask: nothing to confirm")
         return 0
     how = person_confirms(f"{project['project_cap_note']}. Confirm ${asked} as the project cap (now ${cap})?", yes=yes)
-    out = client.request("POST", "/api/project/cap/confirm", {"cap_usd": asked}, headers=terminal_headers(how))
+    out = client.request(
+        "POST", "/api/project/cap/confirm", {"cap_usd": asked}, headers=terminal_headers(how), as_person=True
+    )
     console.print(f"confirmed: new series get a project cap of ${out['project_cap_usd']}")
     return 0

@@ -419,7 +419,8 @@ class Engine:
                     },
                 )
                 raise WaitingHuman(path)
-            self._event(run_id, "human_answer", path, {"answer": answer})
+            by = self.runs.human_answer_by(run_id, path)  # who answered, proven by the server (issue 27)
+            self._event(run_id, "human_answer", path, {"answer": answer, **({"by": by} if by else {})})
             return answer
         raise AqvenError(f"unknown node kind {node.kind}", code=CODE_ERROR)
 

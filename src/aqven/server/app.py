@@ -85,6 +85,7 @@ def create_app(root: Path, *, access: Access | None = None) -> FastAPI:
     """The app of one project; `access` holds the server's token and port (a fresh token in-process)."""
     service = ProjectService(root)
     access = access or Access()
+    access.root = root  # the person folder must not lie in it (aqven.people.home)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

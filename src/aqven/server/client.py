@@ -10,7 +10,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from aqven.errors import AqvenError, ServerError
+from aqven.errors import PERSON_KEY_MISSING, AqvenError, ServerError
+from aqven.people import person_dir, person_key, refuse_unsafe
 from aqven.server.lifecycle import ensure_server, read_token
 from aqven.server.security import HOST
 
@@ -18,7 +19,8 @@ RECONNECTS = 2  # a read that finds the server gone starts it again (it resumes 
 
 
 class Client:
-    """Every request carries the server's token, read from `.aqven/server.json` once the server proved it knows it."""
+    """Every request carries the server's token (the agent's credential), read from `.aqven/server.json` once the
+    server proved it knows it; a person's act carries the person key instead (`as_person`)."""
 
     def __init__(self, root: Path, *, start: bool = True) -> None:
         self.root = root
@@ -46,13 +48,16 @@ class Client:
         query: dict[str, Any] | None = None,
         timeout: float = 600.0,
         headers: dict[str, str] | None = None,
+        as_person: bool = False,
     ) -> Any:
+        """One request with the agent token, or with the person key (`as_person`) for a person's act."""
         tail = path
         if query:
             tail += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         data = None if body is None else json.dumps(body).encode()
         for attempt in range(RECONNECTS + 1):
-            sent = {"content-type": "application/json", "authorization": f"Bearer {self.token}", **(headers or {})}
+            credential = self.person_secret() if as_person else self.token
+            sent = {"content-type": "application/json", "authorization": f"Bearer {credential}", **(headers or {})}
             req = urllib.request.Request(self.base + tail, data=data, method=method, headers=sent)
             try:
                 with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -70,6 +75,18 @@ class Client:
                     ) from None
                 self.connect()
         raise AssertionError("unreachable")
+
+    def person_secret(self) -> str:
+        """The person key of this user (made on first use), from the folder outside the project."""
+        refuse_unsafe(self.root)
+        key = person_key(create=True, root=self.root)
+        if key is None:
+            raise AqvenError(
+                f"no person key can be read or made in {person_dir()}",
+                code=PERSON_KEY_MISSING,
+                hint="run this as the person at a terminal whose user can write ~/.config/aqven (XDG_CONFIG_HOME)",
+            )
+        return key.secret
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from aqven.server.deps import service_of
+from aqven.research.launch.caps import parse_cap
+from aqven.server.deps import person_acting, service_of
 from aqven.server.operations import project
 from aqven.server.operations.models import AgentItem, CheckOut, DatasetItem, DatasetOut, FlowItem, FlowOut, ProjectOut
-from aqven.server.security import approver_of
+from aqven.server.principals import PasskeyProof
 from aqven.server.service import ProjectService
 
 router = APIRouter(prefix="/api", tags=["project"])
@@ -17,6 +18,7 @@ router = APIRouter(prefix="/api", tags=["project"])
 class CapConfirmBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cap_usd: str | int | float = Field(description="the project cap the files ask for, as the person saw it")
+    passkey: PasskeyProof | None = None  # Studio: an assertion bound to this amount
 
 
 @router.get("/project")
@@ -27,7 +29,9 @@ def get_project(svc: ProjectService = Depends(service_of)) -> ProjectOut:
 @router.post("/project/cap/confirm")
 def confirm_cap(body: CapConfirmBody, request: Request, svc: ProjectService = Depends(service_of)) -> ProjectOut:
     """A person confirms the project cap aqven.yaml (or the local override) asks for: new series get it."""
-    return project.confirm_cap(svc, body.cap_usd, approver_of(request.state, request.headers))
+    cap = parse_cap(body.cap_usd)
+    who = person_acting(request, ("cap_confirm", "project", str(cap)), body.passkey)
+    return project.confirm_cap(svc, body.cap_usd, who)
 
 
 @router.get("/check")

@@ -6,9 +6,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from aqven.research.launch.caps import parse_cap
 from aqven.research.launch.plan import Side
 from aqven.research.series.start import SeriesStartBody
-from aqven.server.deps import service_of
+from aqven.server.deps import person_acting, service_of
 from aqven.server.operations import research, series
 from aqven.server.operations.models import (
     ExperimentOut,
@@ -18,7 +19,7 @@ from aqven.server.operations.models import (
     SeriesOut,
     SeriesStartOut,
 )
-from aqven.server.security import approver_of
+from aqven.server.principals import PasskeyProof
 from aqven.server.service import ProjectService
 
 router = APIRouter(prefix="/api", tags=["research"])
@@ -42,10 +43,19 @@ class ApproveBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cap_usd: str | int | float | None = None  # read by research/caps.parse_cap: a plain decimal, ≤ 6 decimals
     token_cap: int | None = Field(default=None, ge=1, le=10_000_000_000)  # a series paused near its token cap
+    passkey: PasskeyProof | None = None  # Studio: an assertion bound to this series and amount
+
+    def amount(self) -> str:
+        """What a passkey binds: the token cap, the dollar cap as a plain decimal, or "default" (double)."""
+        if self.token_cap is not None:
+            return f"{self.token_cap} tokens"
+        cap = parse_cap(self.cap_usd)
+        return str(cap) if cap is not None else "default"
 
 
 class StopBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    passkey: PasskeyProof | None = None
 
 
 @router.get("/experiments")
@@ -104,8 +114,8 @@ async def cancel_series(
 async def approve_series(
     series_id: str, body: ApproveBody, request: Request, svc: ProjectService = Depends(service_of)
 ) -> SeriesOut:
-    """A person continues a paused series; the approval is recorded with its channel (studio, terminal, rest)."""
-    who = approver_of(request.state, request.headers)
+    """A person continues a paused series (never an agent); the approval is recorded with who and the proof."""
+    who = person_acting(request, ("approve", series_id, body.amount()), body.passkey)
     return await series.approve(svc, series_id, body.cap_usd, who, body.token_cap)
 
 
@@ -113,8 +123,8 @@ async def approve_series(
 async def stop_series(
     series_id: str, body: StopBody, request: Request, svc: ProjectService = Depends(service_of)
 ) -> SeriesOut:
-    """A person stops a paused series; the stop is recorded with its channel."""
-    return await series.stop(svc, series_id, approver_of(request.state, request.headers))
+    """A person stops a paused series (never an agent); the stop is recorded with who and the proof."""
+    return await series.stop(svc, series_id, person_acting(request, ("stop", series_id, ""), body.passkey))
 
 
 @router.get("/findings")

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, Query, Response
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from aqven.server.deps import service_of
+from aqven.server.deps import person_acting, service_of
 from aqven.server.operations import runs
 from aqven.server.operations.models import NodeOut
+from aqven.server.principals import PasskeyProof, answer_digest
 from aqven.server.service import ProjectService
 from aqven.store.records import RunRecord, TraceEvent
 
@@ -42,6 +43,7 @@ class RunStartBody(BaseModel):
 class HumanAnswerBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     answer: Any
+    passkey: PasskeyProof | None = None  # Studio: an assertion bound to this run's node and this answer
 
 
 @router.post("", status_code=201)
@@ -93,6 +95,12 @@ def run_node(run_id: str, node_id: str, svc: ProjectService = Depends(service_of
 
 @router.post("/{run_id}/human/{node_id:path}")
 async def answer_human(
-    run_id: str, node_id: str, body: HumanAnswerBody = Body(...), svc: ProjectService = Depends(service_of)
+    run_id: str,
+    node_id: str,
+    request: Request,
+    body: HumanAnswerBody = Body(...),
+    svc: ProjectService = Depends(service_of),
 ) -> RunRecord:
-    return runs.answer_human(svc, run_id, node_id, body.answer)
+    """A person's answer to a waiting human node (never an agent's), recorded with who and the proof."""
+    who = person_acting(request, ("human_answer", f"{run_id}/{node_id}", answer_digest(body.answer)), body.passkey)
+    return runs.answer_human(svc, run_id, node_id, body.answer, who)

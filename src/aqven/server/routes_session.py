@@ -1,9 +1,10 @@
 """Studio's door: one-time login links minted for the CLI, the session cookie, and the page with its CSRF token.
 
-`aqven studio` (and every Studio link the CLI prints) asks `POST /api/studio/login-link` with the server token
-for a link good once for five minutes; opening it sets an HttpOnly, SameSite=Strict session cookie and lands on
-the page. Studio's page carries the session's CSRF token, which its script sends on every state-changing
-request (`aqven.server.security` checks it).
+`aqven studio` (and every Studio link the CLI prints) asks `POST /api/studio/login-link` with the person key
+(never the agent's server token: an agent opens no Studio session) for a link good once for five minutes, at
+`http://localhost:PORT` (the origin passkeys are bound to); opening it sets an HttpOnly, SameSite=Strict session
+cookie and lands on the page. Studio's page carries the session's CSRF token, which its script sends on every
+state-changing request (`aqven.server.security` checks it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from aqven.errors import AqvenError
+from aqven.server.principals import principal_of, require_person, studio_origin
 from aqven.server.routes_studio import NO_CACHE, STUDIO_DIR
 from aqven.server.security import LOGIN_PATH, SESSION_COOKIE, Access
 
@@ -46,11 +48,14 @@ class LoginLinkBody(BaseModel):
 
 @router.post("/api/studio/login-link")
 def login_link(body: LoginLinkBody, request: Request) -> dict[str, Any]:
-    """A one-time Studio login link; only a holder of the server token gets one (a session cannot mint more)."""
+    """A one-time Studio login link; only a person at a terminal (the person key) gets one: neither an agent nor
+    a session can mint one."""
     access = _access(request)
-    if not access.bearer_ok(request.headers.get("authorization")):
+    principal = principal_of(request.state)
+    require_person(principal)
+    if principal.channel != "terminal":
         raise AqvenError(
-            "a login link needs the server token",
+            "a Studio session cannot mint login links",
             code="UNAUTHORIZED",
             hint="run `aqven studio` in the project",
             http_status=401,
@@ -60,9 +65,14 @@ def login_link(body: LoginLinkBody, request: Request) -> dict[str, Any]:
         raise AqvenError(
             f"not a Studio route: {body.page!r}", code="VALIDATION_ERROR", hint="e.g. series/ser_…", http_status=422
         )
-    host = request.headers.get("host", f"127.0.0.1:{access.port}")
-    query = urllib.parse.urlencode({"code": access.new_login(), **({"page": page} if page else {})})
-    return {"url": f"http://{host}{LOGIN_PATH}?{query}", "expires_in_s": 300}
+    port = access.port or _port_of(request.headers.get("host", ""))
+    query = urllib.parse.urlencode({"code": access.new_login(principal.name), **({"page": page} if page else {})})
+    return {"url": f"{studio_origin(port)}{LOGIN_PATH}?{query}", "expires_in_s": 300}
+
+
+def _port_of(host: str) -> int | None:
+    tail = host.rpartition(":")[2]
+    return int(tail) if tail.isdigit() else None
 
 
 @router.get(LOGIN_PATH, include_in_schema=False)

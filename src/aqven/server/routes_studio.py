@@ -32,8 +32,9 @@ from aqven.research.findings.verify import verified_findings
 from aqven.research.holdout import HELD_OUT_RUN_SQL, run_held_out
 from aqven.research.series.view import is_sealed, snapshot
 from aqven.server import chat, studio_views
-from aqven.server.deps import service_of
+from aqven.server.deps import person_acting, service_of
 from aqven.server.operations import project, research
+from aqven.server.principals import PasskeyProof, answer_digest
 from aqven.server.service import ProjectService
 from aqven.store.series_records import ENDED
 from aqven.store.series_tally import finished_costs
@@ -362,15 +363,17 @@ async def run_stream(run_id: str, request: Request, svc: ProjectService = Depend
 class HumanAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
     answer: Any
+    passkey: PasskeyProof | None = None
 
 
 @router.post("/api/studio/runs/{run_id}/human/{node_id:path}")
 async def studio_answer_human(
-    run_id: str, node_id: str, body: HumanAnswer, svc: ProjectService = Depends(service_of)
+    run_id: str, node_id: str, body: HumanAnswer, request: Request, svc: ProjectService = Depends(service_of)
 ) -> dict[str, Any]:
     """Answer a waiting human node (as POST /api/runs/{id}/human/{node}), on the server's event loop: the run
-    resumes as an asyncio task, which a worker thread cannot start."""
-    svc.answer_human(run_id, node_id, body.answer)
+    resumes as an asyncio task, which a worker thread cannot start. A person's act, with its proof."""
+    who = person_acting(request, ("human_answer", f"{run_id}/{node_id}", answer_digest(body.answer)), body.passkey)
+    svc.answer_human(run_id, node_id, body.answer, who)
     record = svc.runs.get(run_id)
     if run_held_out(record.side, record.case_name):  # answered, but its case is not shown back
         return {"id": record.id, "status": record.status, "held_out": True}

@@ -8,10 +8,13 @@ One ASGI gate in front of every route (REST, Studio, SSE, MCP at /mcp) holds the
    cross-site` / `same-site` (another port of 127.0.0.1 is the same *site*), is refused with 403
    `ORIGIN_REFUSED`; the only exception is a top-level navigation to a page (a link a person clicks), which
    carries no credential the page could use and is held by the framing headers.
-3. **Credential.** Every route but `/api/health`, Studio's static files and its login link needs
-   `Authorization: Bearer <token>` (the random token of this server start, in `.aqven/server.json`) or a Studio
-   session cookie; a cookie alone never reaches `/mcp`, and a state-changing request on a cookie also needs the
-   session's CSRF token (`X-CSRF-Token`). 401 `UNAUTHORIZED` / 403 `CSRF_REFUSED` otherwise.
+3. **Credential, and who it proves** (`server/principals.py`). Every route but `/api/health`, Studio's static
+   files and its login link needs `Authorization: Bearer <credential>` or a Studio session cookie. The server
+   token (random per start, in `.aqven/server.json`) proves an *agent*; the person key (in the user's folder
+   outside the project, `aqven.people`) proves a *person* at a terminal; a session (opened with a login link that
+   only the person key mints) proves a person in Studio. A cookie alone never reaches `/mcp`; a state-changing
+   request on a cookie also needs the session's CSRF token (`X-CSRF-Token`); an agent changes nothing under
+   `/api/studio/` (403 `PERSON_REQUIRED`). 401 `UNAUTHORIZED` / 403 `CSRF_REFUSED` otherwise.
 4. **JSON bodies.** A POST is `Content-Type: application/json` with a JSON body, `{}` when there is nothing to
    say (415 `JSON_REQUIRED`, 422 `VALIDATION_ERROR`): an HTML form or a `no-cors` fetch cannot send one.
    JSON nested deeper than `MAX_JSON_DEPTH` is refused here, before any model sees it (422).
@@ -29,13 +32,14 @@ import json
 import secrets
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aqven.errors import AqvenError
-from aqven.store.approvals import Approver
+from aqven.people import person_key
+from aqven.server.principals import AGENT, PRINCIPAL_STATE, Challenges, Principal
 
 HOST = "127.0.0.1"  # the only address a project server binds
 LOOPBACK_NAMES = (HOST, "localhost", "[::1]")
@@ -46,9 +50,6 @@ CSRF_HEADER = "x-csrf-token"
 LOGIN_PATH = "/studio/login"
 LOGIN_TTL_S = 300.0  # a login link is good for five minutes, once
 OPEN_PATHS = ("/api/health", LOGIN_PATH)  # answered without a credential (still Host- and Origin-checked)
-AUTH_STATE = "aqven_auth"  # request.state key: "token" or "session", set by the gate
-CHANNEL_HEADER = "x-aqven-channel"  # "terminal" from `aqven approve`/`stop`/`cap confirm`
-CONFIRMED_HEADER = "x-aqven-confirmed"  # how the terminal asked: "tty" or "--yes"
 
 SECURITY_HEADERS = [
     (b"x-frame-options", b"DENY"),
@@ -71,36 +72,52 @@ def health_proof(token: str, nonce: str) -> str:
 class Session:
     csrf: str
     created_at: float
+    person: str | None = None  # the name of the person key that minted its login link
 
 
 @dataclass
 class Access:
-    """This server's secret, its port (None in-process, where no socket exists) and Studio's sessions."""
+    """This server's agent token, its port (None in-process, where no socket exists), the project it serves
+    (where the person folder must not lie), Studio's sessions and the passkey challenges given out."""
 
     token: str = field(default_factory=new_token)
     port: int | None = None
+    root: Path | None = None
     sessions: dict[str, Session] = field(default_factory=dict)
-    logins: dict[str, float] = field(default_factory=dict)  # one-time login code -> expiry (monotonic)
+    logins: dict[str, tuple[float, str | None]] = field(default_factory=dict)  # code -> (expiry, person)
+    challenges: Challenges = field(default_factory=Challenges)
 
     def bearer_ok(self, header: str | None) -> bool:
-        if not header or not header.lower().startswith("bearer "):
-            return False
-        return hmac.compare_digest(header[7:].strip().encode(), self.token.encode())
+        """True for the agent token (the server token of server.json)."""
+        presented = _bearer(header)
+        return presented is not None and hmac.compare_digest(presented.encode(), self.token.encode())
 
-    def new_login(self) -> str:
+    def principal(self, header: str | None) -> Principal | None:
+        """Who a bearer credential proves: the agent (server token), a person (the person key), or nobody."""
+        presented = _bearer(header)
+        if presented is None:
+            return None
+        if hmac.compare_digest(presented.encode(), self.token.encode()):
+            return AGENT
+        key = person_key(root=self.root)  # read each time: a person key made after the server started counts
+        if key is not None and key.matches(presented):
+            return Principal("person", "terminal", key.name)
+        return None
+
+    def new_login(self, person: str | None) -> str:
         now = time.monotonic()
-        self.logins = {code: exp for code, exp in self.logins.items() if exp > now}
+        self.logins = {code: entry for code, entry in self.logins.items() if entry[0] > now}
         code = secrets.token_urlsafe(24)
-        self.logins[code] = now + LOGIN_TTL_S
+        self.logins[code] = (now + LOGIN_TTL_S, person)
         return code
 
     def use_login(self, code: str) -> tuple[str, Session] | None:
         """Spend a login code (once) for a new session: (session id, session), or None."""
-        expiry = self.logins.pop(code, None)
-        if expiry is None or expiry < time.monotonic():
+        entry = self.logins.pop(code, None)
+        if entry is None or entry[0] < time.monotonic():
             return None
         sid = secrets.token_urlsafe(32)
-        session = Session(csrf=secrets.token_urlsafe(24), created_at=time.time())
+        session = Session(csrf=secrets.token_urlsafe(24), created_at=time.time(), person=entry[1])
         self.sessions[sid] = session
         return sid, session
 
@@ -124,6 +141,12 @@ class Access:
         if self.port is None:
             return origin.split("://", 1)[-1].rsplit(":", 1)[0] in LOOPBACK_NAMES and origin.startswith("http://")
         return origin in {f"http://{name}:{self.port}" for name in LOOPBACK_NAMES}
+
+
+def _bearer(header: str | None) -> str | None:
+    if not header or not header.lower().startswith("bearer "):
+        return None
+    return header[7:].strip() or None
 
 
 def cookie_value(header: str | None, name: str) -> str | None:
@@ -231,8 +254,16 @@ class Gate:
             )
         if path in OPEN_PATHS or (method in SAFE_METHODS and _is_static(path)):
             return None
-        if self.access.bearer_ok(headers.get("authorization")):
-            scope.setdefault("state", {})[AUTH_STATE] = "token"
+        principal = self.access.principal(headers.get("authorization"))
+        if principal is not None:
+            if principal.kind == "agent" and method not in SAFE_METHODS and path.startswith("/api/studio/"):
+                return refusal(
+                    403,
+                    "PERSON_REQUIRED",
+                    "an agent's credential changes nothing in Studio and opens no Studio session",
+                    "a person opens Studio with `aqven studio` at a terminal",
+                )
+            scope.setdefault("state", {})[PRINCIPAL_STATE] = principal
             return None
         session = None if path.startswith("/mcp") else self.access.session(headers.get("cookie"))
         if session is None:
@@ -252,7 +283,7 @@ class Gate:
                 "a state-changing Studio request without its session's CSRF token",
                 "reload Studio; open it again with `aqven studio` when the session is gone",
             )
-        scope.setdefault("state", {})[AUTH_STATE] = "session"
+        scope.setdefault("state", {})[PRINCIPAL_STATE] = Principal("person", "studio", session.person)
         return None
 
     async def read_json(self, scope: Scope, receive: Receive) -> tuple[Receive, JSONResponse | None]:
@@ -305,22 +336,3 @@ class Gate:
             return await receive()
 
         return replay, None
-
-
-def approver_of(scope_state: Any, headers: Any) -> Approver:
-    """Who approves, stops or confirms a cap, as this request shows it: Studio (a session), a terminal (the
-    aqven command says so) or REST (the token). An MCP session never does: 403 `MCP_CANNOT_APPROVE`."""
-    if headers.get("mcp-session-id") or headers.get("mcp-protocol-version"):
-        raise AqvenError(
-            "an MCP session cannot approve, stop or raise a cap",
-            code="MCP_CANNOT_APPROVE",
-            hint="a person approves in Studio or with `aqven approve` at a terminal",
-            http_status=403,
-        )
-    auth = getattr(scope_state, AUTH_STATE, None)
-    if auth == "session":
-        return Approver("studio")
-    if headers.get(CHANNEL_HEADER, "").lower() == "terminal":
-        how = headers.get(CONFIRMED_HEADER, "").lower()
-        return Approver("terminal", how if how in ("tty", "--yes") else None)
-    return Approver("rest")

@@ -30,6 +30,7 @@ from aqven.research.experiments.workspace import Workspace
 from aqven.research.findings.writing import regenerate
 from aqven.research.holdout import check_case, check_run
 from aqven.research.series.service import SeriesService
+from aqven.store.approvals import Approver
 from aqven.store.db import Database
 from aqven.store.records import RunRecord, RunRequest
 from aqven.store.runs import RunStore
@@ -177,7 +178,7 @@ class ProjectService:
                 await asyncio.wait_for(asyncio.shield(task), timeout)
         return self.runs.get(run_id)
 
-    def answer_human(self, run_id: str, node_id: str, answer: Any) -> None:
+    def answer_human(self, run_id: str, node_id: str, answer: Any, who: Approver) -> None:
         record = self.runs.get(run_id)
         if record.status != "waiting_human" or record.waiting_node != node_id:
             raise StateConflictError(
@@ -196,7 +197,7 @@ class ProjectService:
                 code="VALIDATION_ERROR",
                 hint=f"answer with a value of type {schema}",
             ) from None
-        self.runs.answer(run_id, node_id, answer)
+        self.runs.answer(run_id, node_id, answer, who)
         self.runs.set_status(run_id, "queued")
         if record.series_id is not None:
             self.series.runner.drive(record.series_id)  # the series driver resumes its own attempts

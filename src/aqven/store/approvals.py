@@ -1,12 +1,16 @@
-"""Approvals and stops of paused series, each with the channel it came through (studio, terminal, rest).
+"""Approvals and stops of paused series, each with the person who acted and the proof of it.
 
 A series waits in `awaiting_approval` until a person acts; the act and its record are one transaction, so a
-series never runs on under a cap that no approval row explains. The snapshot, Studio and the finding show the
-rows: an approval that came over REST with the server token rather than from Studio or a terminal is visible.
+series never runs on under a cap that no approval row explains. The channel comes from the credential the server
+checked, never from a header: `studio` (a Studio session, `confirmed: passkey` with the assertion as `proof`),
+`terminal` (the person key outside the project folder, `confirmed: tty` or `--yes`). `rest` is kept for records
+written before agents and people held different keys (the server token then approved). The snapshot, Studio and
+the finding show the rows, the proof included, so a passkey's approval can be verified again later.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -19,10 +23,13 @@ CHANNELS: tuple[str, ...] = ("studio", "terminal", "rest")
 
 @dataclass(frozen=True)
 class Approver:
-    """Who acted, as the server saw it: the channel, and for the terminal how it was confirmed (tty, --yes)."""
+    """Who acted, as the server proved it: the channel, how it was confirmed (tty, --yes, passkey, session), the
+    person's name, and a passkey's assertion with its binding (`proof`)."""
 
     channel: Channel
     confirmed: str | None = None
+    person: str | None = None
+    proof: dict[str, Any] | None = None
 
 
 def transition_recorded(
@@ -53,7 +60,8 @@ def transition_recorded(
         seq = row.fetchone()["n"]
         cur.execute(
             "INSERT INTO approvals (series_id, seq, at, action, channel, confirmed, old_cap_usd, new_cap_usd,"
-            " spent_usd, reason, old_token_cap, new_token_cap) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " spent_usd, reason, old_token_cap, new_token_cap, person, proof)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 series_id,
                 seq,
@@ -67,6 +75,8 @@ def transition_recorded(
                 reason,
                 old_token_cap,
                 new_token_cap,
+                who.person,
+                json.dumps(who.proof, sort_keys=True) if who.proof is not None else None,
             ),
         )
         return True
@@ -76,7 +86,7 @@ def approvals_of(db: Database, series_id: str) -> list[dict[str, Any]]:
     """The approvals and stops of a series in order, as the snapshot and the finding show them."""
     rows = db.query(
         "SELECT at, action, channel, confirmed, old_cap_usd, new_cap_usd, spent_usd, reason, old_token_cap,"
-        " new_token_cap FROM approvals WHERE series_id=? ORDER BY seq",
+        " new_token_cap, person, proof FROM approvals WHERE series_id=? ORDER BY seq",
         (series_id,),
     )
     out = []
@@ -84,6 +94,11 @@ def approvals_of(db: Database, series_id: str) -> list[dict[str, Any]]:
         row = dict(r)
         if row["old_token_cap"] is None and row["new_token_cap"] is None:
             del row["old_token_cap"], row["new_token_cap"]  # a dollar approval reads as it always did
+        for key in ("person", "proof"):  # records from before people were named read as they always did
+            if row[key] is None:
+                del row[key]
+        if "proof" in row:
+            row["proof"] = json.loads(row["proof"])
         out.append(row)
     return out
 

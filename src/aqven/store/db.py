@@ -20,7 +20,7 @@ from aqven.store.group_commit import GroupCommit, is_busy
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -260,6 +260,17 @@ _MIGRATIONS: dict[int, str] = {
         (SELECT n FROM series_seq WHERE series_id = NEW.series_id)
         WHERE NEW.cost_usd IS NOT NULL ON CONFLICT DO UPDATE SET n = n + excluded.n, seq = excluded.seq;
     END;
+    """,
+    # Who acted, and the proof that a person did (issue 27): the person's name, and for a passkey the assertion
+    # with what it was bound to (people/passkeys.py), so the act can be verified again later. A human node's answer
+    # records the same.
+    10: """
+    ALTER TABLE approvals ADD COLUMN person TEXT;
+    ALTER TABLE approvals ADD COLUMN proof TEXT;
+    ALTER TABLE human_answers ADD COLUMN channel TEXT;
+    ALTER TABLE human_answers ADD COLUMN confirmed TEXT;
+    ALTER TABLE human_answers ADD COLUMN person TEXT;
+    ALTER TABLE human_answers ADD COLUMN proof TEXT;
     """,
 }
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from aqven.errors import RUN_NOT_FOUND, NotFoundError
 from aqven.models.outcomes import redact, redact_value, secret_values
+from aqven.store.approvals import Approver
 from aqven.store.db import Database
 from aqven.store.records import RunError, RunRecord, RunRequest, RunStatus, TraceEvent
 
@@ -339,13 +340,38 @@ class RunStore:
 
     # ---- human answers ----
 
-    def answer(self, run_id: str, node_id: str, answer: Any) -> None:
+    def answer(self, run_id: str, node_id: str, answer: Any, by: Approver | None = None) -> None:
+        """Store a person's answer to a human node, with who gave it and the proof (`by`)."""
+        who = by or Approver("rest")
         with self.db.transaction() as cur:
             cur.execute(
-                "INSERT OR REPLACE INTO human_answers (run_id, node_id, answer, answered_at) VALUES (?, ?, ?, ?)",
-                (run_id, node_id, _dumps(answer), now_iso()),
+                "INSERT OR REPLACE INTO human_answers (run_id, node_id, answer, answered_at, channel, confirmed,"
+                " person, proof) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    node_id,
+                    _dumps(answer),
+                    now_iso(),
+                    who.channel,
+                    who.confirmed,
+                    who.person,
+                    _dumps(who.proof) if who.proof is not None else None,
+                ),
             )
 
     def human_answer(self, run_id: str, node_id: str) -> tuple[bool, Any]:
         row = self.db.query_one("SELECT answer FROM human_answers WHERE run_id=? AND node_id=?", (run_id, node_id))
         return (False, None) if row is None else (True, json.loads(row["answer"]))
+
+    def human_answer_by(self, run_id: str, node_id: str) -> dict[str, Any] | None:
+        """Who answered a human node and how (channel, confirmed, person; `proof` for a passkey), or None."""
+        row = self.db.query_one(
+            "SELECT channel, confirmed, person, proof FROM human_answers WHERE run_id=? AND node_id=?",
+            (run_id, node_id),
+        )
+        if row is None or row["channel"] is None:
+            return None
+        by = {k: row[k] for k in ("channel", "confirmed", "person") if row[k] is not None}
+        if row["proof"] is not None:
+            by["proof"] = json.loads(row["proof"])
+        return by

@@ -4,31 +4,31 @@ A cap is a plain decimal string ("2.00") or a JSON number, with at most 6 decima
 `CAP_CEILING_USD`; anything else (exponents, underscores, non-ASCII digits, NaN, 1e999999999) is a
 `VALIDATION_ERROR` with a hint, never an exception deeper down.
 
-The project cap new series get is the one a person last confirmed, kept in `.aqven/project_cap.json` (not in
-git). A project without that file starts confirmed at what its files ask for. When `aqven.yaml` (or the local
-override) asks for more, new series still get the confirmed cap, and every surface says that the file asks for
-more until a person confirms it in Studio or with `aqven cap confirm`. Asking for less takes effect at once.
+The project cap new series get is the one a person last confirmed, kept in the person folder outside the project
+(`aqven.people.records`: an agent that edits `.aqven/` cannot raise it). A project without a record there starts
+confirmed at what its files ask for; where no record can be kept, at no more than the default $1.00. When
+`aqven.yaml` (or the local override) asks for more, new series still get the confirmed cap, and every surface says
+that the file asks for more until a person confirms it in Studio or with `aqven cap confirm`. Asking for less
+takes effect at once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from aqven.errors import VALIDATION_ERROR, AqvenError
+from aqven.people import ConfirmedCap, load, updating
 from aqven.project.local import spend_cap
-from aqven.project.paths import state_dir
 
 CAP_CEILING_USD = Decimal("1000000")
 CAP_DECIMALS = 6
-CONFIRMED_FILE = "project_cap.json"
+DEFAULT_CAP_USD = Decimal("1.00")  # the spec's project cap when nothing a person confirmed can be read
 _PLAIN = re.compile(r"[0-9]{1,7}(?:\.[0-9]{1,20})?")  # ASCII digits only: no "1_000", "٣", "1e3"
 
 
@@ -107,55 +107,41 @@ class ProjectCap:
         }
 
 
-def _path(root: Path) -> Path:
-    return state_dir(root) / CONFIRMED_FILE
-
-
-def _read(root: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(_path(root).read_text(encoding="utf-8"))
-        Decimal(str(data["cap_usd"]))
-    except (OSError, ValueError, KeyError, TypeError, InvalidOperation):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write(root: Path, cap: Decimal, channel: str, confirmed: str | None = None) -> dict[str, Any]:
-    record = {
-        "cap_usd": str(cap),
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "channel": channel,
-        "confirmed": confirmed,
-    }
-    path = _path(root)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(json.dumps(record))
-    os.replace(tmp, path)
-    return record
+def _write(root: Path, cap: Decimal, channel: str, confirmed: str | None = None, person: str | None = None) -> None:
+    with updating(root) as record:
+        record.cap = ConfirmedCap(
+            cap_usd=str(cap),
+            at=datetime.now(UTC).isoformat(timespec="seconds"),
+            channel=channel,
+            confirmed=confirmed,
+            person=person,
+        )
 
 
 def confirmed_project_cap(root: Path, file_cap: Decimal | None) -> ProjectCap:
     """The project cap new series get, given what aqven.yaml says (`file_cap`) and the local override."""
     asked, source = spend_cap(root, file_cap)
-    record = _read(root)
-    if record is None:  # a new project (or a new clone): confirmed at what its files say
-        with contextlib.suppress(OSError):
-            record = _write(root, asked, "initial")
+    record = load(root).cap
+    if record is None:  # a new project (or a new clone, a new user): confirmed at what its files say
+        try:
+            _write(root, asked, "initial")
+        except (OSError, AqvenError, TimeoutError):
+            # No person folder to write (or one inside the project): nothing a person confirmed can be read,
+            # so no more than the spec's default until a person can confirm.
+            return ProjectCap(min(asked, DEFAULT_CAP_USD), asked, source, None, None)
+        record = load(root).cap
         if record is None:
-            return ProjectCap(asked, asked, source, None, None)
-    confirmed = Decimal(str(record["cap_usd"]))
+            return ProjectCap(min(asked, DEFAULT_CAP_USD), asked, source, None, None)
+    confirmed = Decimal(record.cap_usd)
     if asked < confirmed:  # lowering takes effect at once, and is what a later raise is measured against
-        with contextlib.suppress(OSError):
-            record = _write(root, asked, "lowered")
+        with contextlib.suppress(OSError, AqvenError, TimeoutError):
+            _write(root, asked, "lowered")
         confirmed = asked
-    return ProjectCap(confirmed, asked, source, record.get("at"), record.get("channel"))
+    return ProjectCap(confirmed, asked, source, record.at, record.channel)
 
 
 def confirm_project_cap(
-    root: Path, file_cap: Decimal | None, cap_usd: Any, channel: str, how: str | None
+    root: Path, file_cap: Decimal | None, cap_usd: Any, channel: str, how: str | None, person: str | None = None
 ) -> ProjectCap:
     """A person confirms the project cap the files ask for; `cap_usd` must be that amount (what they saw)."""
     given = parse_cap(cap_usd)
@@ -168,5 +154,5 @@ def confirm_project_cap(
             http_status=422,
         )
     check_ceiling(asked)
-    _write(root, asked, channel, how)
+    _write(root, asked, channel, how, person)
     return confirmed_project_cap(root, file_cap)

@@ -47,7 +47,7 @@ def confirm_cap(svc: ProjectService, cap_usd: str | int | float, who: Approver) 
     """A person confirms the project cap aqven.yaml (or the local override) asks for: new series get it."""
     project = svc.project()
     file_cap = project.config.research.spend_cap_usd if project.config.research else None
-    confirm_project_cap(project.root, file_cap, cap_usd, who.channel, who.confirmed)
+    confirm_project_cap(project.root, file_cap, cap_usd, who.channel, who.confirmed, who.person)
     return project_info(svc)
 
 

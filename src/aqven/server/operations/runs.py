@@ -12,6 +12,7 @@ from aqven.errors import NotFoundError
 from aqven.research.holdout import HELD_OUT_RUN_SQL
 from aqven.server.operations.models import NodeOut, RunsOut
 from aqven.server.service import ProjectService
+from aqven.store.approvals import Approver
 from aqven.store.records import RunRecord, TraceEvent
 
 
@@ -86,8 +87,8 @@ def node(svc: ProjectService, run_id: str, node_id: str) -> NodeOut:
     )
 
 
-def answer_human(svc: ProjectService, run_id: str, node_id: str, answer: Any) -> RunRecord:
+def answer_human(svc: ProjectService, run_id: str, node_id: str, answer: Any, who: Approver) -> RunRecord:
     """A person's answer to a waiting human node (on the event loop: the run resumes as an asyncio task)."""
     svc.visible_run(run_id)  # its answer would show the run: a held-out one is answered in Studio
-    svc.answer_human(run_id, node_id, answer)
+    svc.answer_human(run_id, node_id, answer, who)
     return svc.runs.get(run_id)
