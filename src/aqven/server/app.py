@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aqven import __version__
 from aqven.errors import AqvenError
 from aqven.server.mcp_server import mount_mcp
+from aqven.server.routes_passkeys import router as passkeys_router
 from aqven.server.routes_project import router as project_router
 from aqven.server.routes_research import router as research_router
 from aqven.server.routes_runs import router as runs_router
@@ -150,6 +151,7 @@ def create_app(root: Path, *, access: Access | None = None) -> FastAPI:
     app.include_router(runs_router)
     app.include_router(research_router)
     app.include_router(session_router)  # before Studio's /studio/{name}
+    app.include_router(passkeys_router)
     app.include_router(studio_router)
     mount_mcp(app, service)  # MCP at /mcp
     return app

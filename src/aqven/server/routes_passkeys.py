@@ -1,0 +1,177 @@
+"""Studio's passkeys: register one, list them, ask for an assertion bound to one act, turn the requirement off.
+
+Only a person in Studio reaches these (the gate refuses an agent's POST under `/api/studio/`; `require_studio`
+refuses the terminal, which has no authenticator). The first passkey is registered by the person of the session;
+every later one needs an assertion of a registered passkey (`passkey_add`), so a session alone cannot add a key of
+its own to a project that has one. Turning the requirement off needs an assertion too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from aqven.errors import PASSKEY_REFUSED, AqvenError
+from aqven.people import ACTIONS, load, updating
+from aqven.people.passkeys import assertion_options, registration_options, verify_registration
+from aqven.server.deps import person_acting, service_of
+from aqven.server.principals import PasskeyProof, principal_of, require_person, studio_origin
+from aqven.server.service import ProjectService
+
+router = APIRouter(prefix="/api/studio/passkeys", tags=["studio"])
+
+
+class ChallengeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: str = Field(max_length=40)
+    target: str = Field("", max_length=300)
+    amount: str = Field("", max_length=100)
+
+
+class RegisterOptionsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    passkey: PasskeyProof | None = None  # an assertion of a registered passkey, when the project has one
+
+
+class RegisterBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    nonce: str = Field(max_length=100)
+    credential: dict[str, Any]
+
+
+class RequirementBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    required: bool
+    passkey: PasskeyProof | None = None
+
+
+def _access(request: Request) -> Any:
+    return request.app.state.access
+
+
+def _person_in_studio(request: Request) -> str:
+    principal = principal_of(request.state)
+    require_person(principal)
+    if principal.channel != "studio":
+        raise AqvenError(
+            "passkeys are registered and used in Studio, where the browser's authenticator is",
+            code=PASSKEY_REFUSED,
+            hint="open Studio with `aqven studio`",
+            http_status=403,
+        )
+    return principal.name or "person"
+
+
+def _listing(svc: ProjectService) -> dict[str, Any]:
+    record = load(svc.root)
+    return {
+        "passkeys": [
+            {"id": p.id, "user": p.user, "created_at": p.created_at, "added_with": p.added_with}
+            for p in record.passkeys
+        ],
+        "requirement_on": record.passkey_required,
+        "required": record.needs_passkey,
+    }
+
+
+@router.get("")
+def list_passkeys(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
+    """The project's passkeys (public keys only, never shown) and whether money moves on one."""
+    return _listing(svc)
+
+
+@router.post("/challenge")
+def challenge(body: ChallengeBody, request: Request, svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
+    """A single-use challenge bound to one act (action, target, amount), and the browser's options for it."""
+    _person_in_studio(request)
+    if body.action not in ACTIONS:
+        raise AqvenError(
+            f"not an act a passkey approves: {body.action!r}",
+            code="VALIDATION_ERROR",
+            hint=f"one of {', '.join(ACTIONS)}",
+            http_status=422,
+        )
+    record = load(svc.root)
+    if not record.passkeys:
+        raise AqvenError(
+            "this project has no passkey yet", code=PASSKEY_REFUSED, hint="register one under Passkeys in Studio"
+        )
+    binding = _access(request).challenges.issue(body.action, body.target, body.amount)
+    return {"nonce": binding.nonce, "options": assertion_options(binding, record.passkeys)}
+
+
+@router.post("/register/options")
+def register_options(
+    body: RegisterOptionsBody, request: Request, svc: ProjectService = Depends(service_of)
+) -> dict[str, Any]:
+    """Options to create a passkey; a project that has one needs its assertion first (`passkey_add`)."""
+    user = _person_in_studio(request)
+    record = load(svc.root)
+    added_with = ""
+    if record.passkeys:
+        who = person_acting(request, ("passkey_add", "project", ""), body.passkey)
+        if who.confirmed != "passkey" or not who.proof:
+            raise AqvenError(
+                "a project that has a passkey adds another only with a registered one",
+                code="PASSKEY_REQUIRED",
+                hint="confirm with a registered passkey first",
+                http_status=403,
+            )
+        added_with = str(who.proof["credential_id"])
+    binding = _access(request).challenges.issue("register", "project", added_with)
+    user_id = hashlib.sha256(user.encode()).digest()[:16]
+    return {
+        "nonce": binding.nonce,
+        "options": registration_options(user, user_id, binding.challenge(), record.passkeys),
+    }
+
+
+@router.post("/register")
+def register(body: RegisterBody, request: Request, svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
+    """Verify a new passkey (user verification required) and keep its public key in the person folder."""
+    user = _person_in_studio(request)
+    access = _access(request)
+    binding = access.challenges.take(body.nonce)
+    if binding is None or binding.action != "register":
+        raise AqvenError(
+            "this registration challenge is unknown, used or expired",
+            code=PASSKEY_REFUSED,
+            hint="start the registration again in Studio",
+            http_status=403,
+        )
+    key = verify_registration(
+        body.credential, binding.challenge(), studio_origin(access.port), user, binding.amount or None
+    )
+    with updating(svc.root) as record:
+        if record.passkeys and not binding.amount:  # one was registered meanwhile: this one needs its assertion
+            raise AqvenError(
+                "a passkey was registered meanwhile: add another with it",
+                code=PASSKEY_REFUSED,
+                hint="start again",
+                http_status=409,
+            )
+        if not record.passkeys:
+            record.passkey_required = True
+        record.passkeys.append(key)
+    return _listing(svc)
+
+
+@router.post("/requirement")
+def requirement(body: RequirementBody, request: Request, svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
+    """Turn the passkey requirement on (a person) or off (a passkey's assertion, `passkey_requirement_off`)."""
+    _person_in_studio(request)
+    if not body.required:
+        who = person_acting(request, ("passkey_requirement_off", "project", ""), body.passkey)
+        if load(svc.root).passkeys and who.confirmed != "passkey":
+            raise AqvenError(
+                "turning the passkey requirement off needs a passkey",
+                code="PASSKEY_REQUIRED",
+                hint="confirm with your passkey",
+                http_status=403,
+            )
+    with updating(svc.root) as record:
+        record.passkey_required = body.required
+    return _listing(svc)
