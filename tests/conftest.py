@@ -3,12 +3,27 @@ servers. Helpers live in tests/support/ (importable as `support`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from support.commands import stop_server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def person_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The person folder of this test session (XDG_CONFIG_HOME, inherited by every server and command the tests
+    start): person keys and project records never touch the user's own ~/.config."""
+    folder = tmp_path_factory.mktemp("xdg-config")
+    before = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = str(folder)
+    yield folder / "aqven"
+    if before is None:
+        os.environ.pop("XDG_CONFIG_HOME", None)
+    else:
+        os.environ["XDG_CONFIG_HOME"] = before
 
 
 @pytest.fixture

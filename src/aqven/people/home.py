@@ -50,11 +50,18 @@ def refuse_unsafe(root: Path | None) -> None:
         )
 
 
+def _private_dir(folder: Path) -> None:
+    """Make `folder` (and the person folder above it) if missing, readable by this user only."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for each in {folder, person_dir()}:
+        with contextlib.suppress(OSError):
+            if each.is_dir():
+                os.chmod(each, 0o700)
+
+
 def write_private(path: Path, data: Any) -> None:
     """Write JSON to `path` atomically, readable by this user only (its folders 0700)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with contextlib.suppress(OSError):
-        os.chmod(path.parent, 0o700)
+    _private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -64,7 +71,7 @@ def write_private(path: Path, data: Any) -> None:
 
 def create_private(path: Path, data: Any) -> None:
     """Make `path` with `data` unless it exists (never replacing one another process made meanwhile)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:

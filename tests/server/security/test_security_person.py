@@ -1,0 +1,264 @@
+"""Only a person spends: every attack of issue 27 on the person's routes, against a real server process.
+
+An agent holds the server token (`.aqven/server.json`) and can forge any header. A person holds the person key in
+the user's folder outside the project (the tests' XDG_CONFIG_HOME) and, once registered, a passkey (here a software
+authenticator that answers WebAuthn as a browser would; `test_security_passkey_browser.py` uses Chromium's own
+virtual authenticator). The tiny project's server runs as `python -m aqven serve`.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aqven.people import load, person_dir, reverify
+from support.commands import stop_server
+from support.fault_soak import HttpError, LiveServer, http, server_env
+from support.person import SoftAuthenticator, person_secret
+from support.series_kit import case_names, write_tiny
+
+FORGED = {"X-Aqven-Channel": "terminal", "X-Aqven-Confirmed": "tty"}
+
+
+@pytest.fixture
+def served(tiny_env: Path, tmp_path: Path) -> Iterator[LiveServer]:
+    root = write_tiny(tmp_path / "tiny", case_names(4, 2))
+    server = LiveServer(root, server_env())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        stop_server(root)
+
+
+def refused(call: Any, code: str, status: int = 403) -> dict[str, Any]:
+    with pytest.raises(HttpError) as caught:
+        call()
+    assert caught.value.status == status, caught.value.body
+    error: dict[str, Any] = caught.value.body["error"]
+    assert error["code"] == code, error
+    return error
+
+
+def paused(server: LiveServer, cap: str = "3.00", experiment: str = "rate") -> str:
+    """A series waiting for a person: its cap is above the $1.00 project cap (started by the agent's token)."""
+    out = server.post("/api/series", {"experiment_id": experiment, "simulate": True, "cap_usd": cap})
+    sid = str(out["series"]["series_id"])
+    assert server.get(f"/api/series/{sid}")["status"] == "awaiting_approval"
+    return sid
+
+
+def as_person(server: LiveServer, method: str, path: str, body: Any = None, **headers: str) -> Any:
+    return http(server.port, method, path, body, token=person_secret(), headers=headers)
+
+
+def studio(server: LiveServer) -> dict[str, str]:
+    """A Studio session as a browser gets it: a login link minted with the person key, the cookie, the CSRF."""
+    link = as_person(server, "POST", "/api/studio/login-link", {})["url"]
+    assert link.startswith(f"http://localhost:{server.port}/studio/login?code="), link
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    conn.request("GET", link.split(str(server.port), 1)[1], headers={"Host": f"localhost:{server.port}"})
+    resp = conn.getresponse()
+    resp.read()
+    assert resp.status == 303
+    cookie = str(resp.getheader("set-cookie")).split(";", 1)[0]
+    conn.request("GET", "/studio/", headers={"Host": f"localhost:{server.port}", "Cookie": cookie})
+    page = resp = conn.getresponse()
+    html = page.read().decode()
+    conn.close()
+    csrf = html.split('name="aqven-csrf" content="', 1)[1].split('"', 1)[0]
+    return {"Cookie": cookie, "X-CSRF-Token": csrf}
+
+
+def in_studio(server: LiveServer, session: dict[str, str], path: str, body: Any) -> Any:
+    return http(server.port, "POST", path, body, token="", headers=session)
+
+
+def register(server: LiveServer, session: dict[str, str], device: SoftAuthenticator, proof: Any = None) -> Any:
+    opts = in_studio(server, session, "/api/studio/passkeys/register/options", {"passkey": proof} if proof else {})
+    credential = device.create(opts["options"])
+    return in_studio(
+        server, session, "/api/studio/passkeys/register", {"nonce": opts["nonce"], "credential": credential}
+    )
+
+
+def assertion(
+    server: LiveServer, session: dict[str, str], device: SoftAuthenticator, action: str, target: str, amount: str
+) -> dict[str, Any]:
+    ch = in_studio(
+        server, session, "/api/studio/passkeys/challenge", {"action": action, "target": target, "amount": amount}
+    )
+    return {"nonce": ch["nonce"], "credential": device.get(ch["options"])}
+
+
+def test_the_agent_token_is_refused_on_every_person_route(served: LiveServer) -> None:
+    sid = paused(served)
+    aqven_yaml = served.root / "aqven.yaml"
+    aqven_yaml.write_text(aqven_yaml.read_text().replace('spend_cap_usd: "1.00"', 'spend_cap_usd: "50.00"'))
+    deadline = time.monotonic() + 20
+    while served.get("/api/project")["project_cap_asked_usd"] != "50.00" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for headers in ({}, FORGED, {**FORGED, "Mcp-Session-Id": "abc"}, {"Mcp-Protocol-Version": "2025-06-18"}):
+        for path, body in (
+            (f"/api/series/{sid}/approve", {}),
+            (f"/api/series/{sid}/approve", {"cap_usd": "3.00"}),
+            (f"/api/series/{sid}/stop", {}),
+            ("/api/project/cap/confirm", {"cap_usd": "50.00"}),
+            ("/api/studio/login-link", {}),
+            ("/api/studio/passkeys/challenge", {"action": "approve", "target": sid, "amount": "3.00"}),
+            ("/api/studio/passkeys/register/options", {}),
+            ("/api/studio/passkeys/requirement", {"required": False}),
+            ("/api/studio/runs/run_x/human/approve", {"answer": {"ok": True}}),
+            ("/api/runs/run_x/human/approve", {"answer": {"ok": True}}),
+        ):
+            refused(lambda p=path, b=body, h=headers: http(served.port, "POST", p, b, headers=h), "PERSON_REQUIRED")
+    snap = served.get(f"/api/series/{sid}")
+    assert snap["status"] == "awaiting_approval" and snap["approvals"] == []
+    project = served.get("/api/project")
+    assert project["project_cap_usd"] == "1.00" and project["project_cap_pending"] is True
+    # the agent still does what the spec gives it: read, start, cancel
+    assert served.post(f"/api/series/{sid}/cancel", {})["status"] == "cancelled"
+
+
+def test_a_human_node_is_answered_by_a_person_only(served: LiveServer) -> None:
+    out = served.post("/api/series", {"experiment_id": "reviewed", "simulate": True, "cases": 1, "repeats": 1})
+    sid = out["series"]["series_id"]
+    deadline = time.monotonic() + 30
+    while served.get(f"/api/series/{sid}")["status"] != "waiting_human" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [run] = [r for r in served.get(f"/api/runs?series_id={sid}") if r["status"] == "waiting_human"]
+    path = f"/api/runs/{run['id']}/human/approve"
+    for headers in ({}, FORGED, {"Mcp-Session-Id": "abc"}):
+        refused(
+            lambda h=headers: http(served.port, "POST", path, {"answer": {"ok": True}}, headers=h), "PERSON_REQUIRED"
+        )
+    assert served.get(f"/api/runs/{run['id']}")["status"] == "waiting_human"
+    done = as_person(served, "POST", path, {"answer": {"ok": True}})
+    assert done["status"] in ("queued", "running", "done")
+    deadline = time.monotonic() + 30
+    while served.get(f"/api/runs/{run['id']}")["status"] != "done" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [answer] = [e for e in served.get(f"/api/runs/{run['id']}/events") if e["kind"] == "human_answer"]
+    assert answer["data"]["by"]["channel"] == "terminal" and answer["data"]["by"]["person"]
+
+
+def test_the_terminal_path_takes_the_person_key_kept_outside_the_project(served: LiveServer) -> None:
+    sid = paused(served)
+    out = as_person(served, "POST", f"/api/series/{sid}/approve", {}, **{"X-Aqven-Confirmed": "tty"})
+    [approval] = out["approvals"]
+    assert (approval["channel"], approval["confirmed"], approval["new_cap_usd"]) == ("terminal", "tty", "3.00")
+    assert approval["person"]
+    key_file = person_dir() / "person.json"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600 and stat.S_IMODE(person_dir().stat().st_mode) == 0o700
+    assert served.root.resolve() not in key_file.resolve().parents
+    secret = person_secret()
+    for path in served.root.rglob("*"):  # nothing in the project folder holds the person key
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    # the confirmed project cap is the person's record too: editing a file in the project changes nothing
+    (served.root / ".aqven" / "project_cap.json").write_text(
+        json.dumps({"cap_usd": "50.00", "channel": "terminal", "confirmed": "tty"})
+    )
+    assert served.get("/api/project")["project_cap_usd"] == "1.00"
+
+
+def test_passkeys_bind_each_act_and_refuse_replays(served: LiveServer) -> None:
+    session = studio(served)
+    device = SoftAuthenticator(origin=f"http://localhost:{served.port}")
+    listing = register(served, session, device)
+    assert listing["required"] is True and len(listing["passkeys"]) == 1
+    record = load(served.root)
+    assert record.needs_passkey and record.passkeys[0].public_key  # kept outside the project, public key only
+    first, second = paused(served), paused(served)
+
+    # the terminal and a bare session are refused once a passkey exists, with a hint to use Studio
+    error = refused(lambda: as_person(served, "POST", f"/api/series/{first}/approve", {}), "PASSKEY_REQUIRED")
+    assert "aqven studio" in error["hint"]
+    refused(lambda: in_studio(served, session, f"/api/series/{first}/approve", {"cap_usd": "3.00"}), "PASSKEY_REQUIRED")
+
+    # an assertion for another series, another amount or another action proves nothing here
+    other_series = assertion(served, session, device, "approve", second, "3.00")
+    refused(
+        lambda: in_studio(
+            served, session, f"/api/series/{first}/approve", {"cap_usd": "3.00", "passkey": other_series}
+        ),
+        "PASSKEY_REFUSED",
+    )
+    cheap = assertion(served, session, device, "approve", first, "3.00")
+    refused(
+        lambda: in_studio(served, session, f"/api/series/{first}/approve", {"cap_usd": "30.00", "passkey": cheap}),
+        "PASSKEY_REFUSED",
+    )
+    stop = assertion(served, session, device, "stop", first, "")
+    refused(
+        lambda: in_studio(served, session, f"/api/series/{first}/approve", {"cap_usd": "3.00", "passkey": stop}),
+        "PASSKEY_REFUSED",
+    )
+    # an assertion from another origin (Studio at 127.0.0.1) or without user verification is refused
+    for bad in (
+        SoftAuthenticator(origin=f"http://127.0.0.1:{served.port}", key=device.key, credential_id=device.credential_id),
+        SoftAuthenticator(
+            origin=device.origin, key=device.key, credential_id=device.credential_id, user_verified=False
+        ),
+    ):
+        bad.sign_count = device.sign_count + 10
+        ch = in_studio(
+            served, session, "/api/studio/passkeys/challenge", {"action": "approve", "target": first, "amount": "3.00"}
+        )
+        proof = {"nonce": ch["nonce"], "credential": bad.get(ch["options"])}
+        refused(
+            lambda p=proof: in_studio(
+                served, session, f"/api/series/{first}/approve", {"cap_usd": "3.00", "passkey": p}
+            ),
+            "PASSKEY_REFUSED",
+        )
+        device.sign_count = bad.sign_count
+    # another authenticator's key for the same credential id: the signature does not verify
+    forger = SoftAuthenticator(origin=device.origin, credential_id=device.credential_id)
+    forger.sign_count = device.sign_count + 10
+    ch = in_studio(
+        served, session, "/api/studio/passkeys/challenge", {"action": "approve", "target": first, "amount": "3.00"}
+    )
+    forged = {"nonce": ch["nonce"], "credential": forger.get(ch["options"])}
+    refused(
+        lambda: in_studio(served, session, f"/api/series/{first}/approve", {"cap_usd": "3.00", "passkey": forged}),
+        "PASSKEY_REFUSED",
+    )
+    assert served.get(f"/api/series/{first}")["approvals"] == []
+
+    good = assertion(served, session, device, "approve", first, "3.00")
+    out = in_studio(served, session, f"/api/series/{first}/approve", {"cap_usd": "3.00", "passkey": good})
+    [approval] = out["approvals"]
+    assert (approval["channel"], approval["confirmed"]) == ("studio", "passkey")
+    assert approval["proof"]["binding"]["target"] == first and approval["proof"]["binding"]["amount"] == "3.00"
+    assert reverify(approval["proof"], load(served.root).passkeys) is None  # verifiable again later
+    tampered = {**approval["proof"], "binding": {**approval["proof"]["binding"], "amount": "300.00"}}
+    assert reverify(tampered, load(served.root).passkeys) is not None
+    # the same assertion again (a replay, its nonce used) is refused
+    refused(
+        lambda: in_studio(served, session, f"/api/series/{second}/approve", {"cap_usd": "3.00", "passkey": good}),
+        "PASSKEY_REFUSED",
+    )
+
+    # a second passkey needs the first; a session alone adds none
+    spare = SoftAuthenticator(origin=device.origin)
+    refused(lambda: register(served, session, spare), "PASSKEY_REQUIRED")
+    listing = register(served, session, spare, assertion(served, session, device, "passkey_add", "project", ""))
+    assert len(listing["passkeys"]) == 2 and listing["passkeys"][1]["added_with"] == listing["passkeys"][0]["id"]
+
+    # turning the requirement off needs a passkey too; then the terminal path works again
+    off = "/api/studio/passkeys/requirement"
+    refused(lambda: in_studio(served, session, off, {"required": False}), "PASSKEY_REQUIRED")
+    proof = assertion(served, session, spare, "passkey_requirement_off", "project", "")
+    assert in_studio(served, session, off, {"required": False, "passkey": proof})["required"] is False
+    out = as_person(served, "POST", f"/api/series/{second}/approve", {}, **{"X-Aqven-Confirmed": "tty"})
+    assert out["approvals"][0]["channel"] == "terminal"
