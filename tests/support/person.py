@@ -13,6 +13,7 @@ import hashlib
 import json
 import secrets
 import struct
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,17 @@ def person_secret() -> str:
 def person_headers(**extra: str) -> dict[str, str]:
     """What `aqven approve` sends: the person key as the bearer credential."""
     return {"Authorization": f"Bearer {person_secret()}", **extra}
+
+
+def studio_login(client: Any, page: str = "") -> dict[str, str]:
+    """Log an in-process TestClient into Studio as a person does (a login link minted with the person key): its
+    session cookie is kept by the client; returns the headers of a Studio request (no token, the CSRF token)."""
+    link = client.post("/api/studio/login-link", json={"page": page}, headers=person_headers()).json()["url"]
+    parts = urllib.parse.urlsplit(link)
+    assert client.get(f"{parts.path}?{parts.query}", follow_redirects=False).status_code == 303
+    html = client.get("/studio/").text
+    csrf = html.split('name="aqven-csrf" content="', 1)[1].split('"', 1)[0]
+    return {"Authorization": "", "X-CSRF-Token": csrf}
 
 
 def b64url(raw: bytes) -> str:

@@ -17,6 +17,7 @@ import pytest
 from support.browser import BROWSER_ARGS, CHROMIUM
 from support.commands import cli_env, stop_server
 from support.paths import ARTIFACTS as ARTIFACT_ROOT
+from support.person import person_secret
 
 ARTIFACTS = ARTIFACT_ROOT / "studio"
 
@@ -45,8 +46,10 @@ def _get(base: str, path: str) -> Any:
         return json.loads(r.read())
 
 
-def _post(base: str, path: str, body: Any) -> Any:
-    headers = {"content-type": "application/json", "authorization": f"Bearer {TOKENS.get(base, '')}"}
+def _post(base: str, path: str, body: Any, *, person: bool = False) -> Any:
+    """POST with the agent's token, or with the person key (`person`: a person's act, as the aqven command does)."""
+    credential = person_secret() if person else TOKENS.get(base, "")
+    headers = {"content-type": "application/json", "authorization": f"Bearer {credential}"}
     req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST", headers=headers)
     with urllib.request.urlopen(req, timeout=60) as r:
         return json.loads(r.read())
@@ -54,7 +57,7 @@ def _post(base: str, path: str, body: Any) -> Any:
 
 def login(pg: Any, base: str, page: str = "") -> None:
     """Log the page's browser context into Studio the way a person does: through a one-time link of the CLI's."""
-    pg.goto(_post(base, "/api/studio/login-link", {"page": page})["url"])
+    pg.goto(_post(base, "/api/studio/login-link", {"page": page}, person=True)["url"])
     pg.wait_for_selector("main h1")
 
 
@@ -79,7 +82,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str
             raise RuntimeError((root.parent / "server.log").read_text())
         try:
             info = json.loads(info_file.read_text())
-            base = f"http://127.0.0.1:{info['port']}"
+            base = f"http://localhost:{info['port']}"  # Studio's origin (passkeys are bound to it)
             TOKENS[base] = info["token"]
             if _get(base, "/api/health")["status"] == "ok":
                 break

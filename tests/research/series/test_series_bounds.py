@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from support.person import person_headers
 from support.series_kit import case_names, client_for, get, settle, start, tiny_environment, wait_until, write_tiny
 
 LOCAL = """\
@@ -79,13 +80,13 @@ def test_a_token_cap_pauses_the_series_and_an_approval_raises_it(tiny_env: Path,
         assert pause["reason"] == "tokens_near_cap" and pause["token_cap"] == 5000 and pause["tokens_used"] == 4000
         assert snap["progress"]["done"] == 4 and snap["spend"]["tokens_used"] == 4000
 
-        r = client.post(f"/api/series/{sid}/approve", json={"token_cap": 3000})
+        r = client.post(f"/api/series/{sid}/approve", json={"token_cap": 3000}, headers=person_headers())
         assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR"
-        r = client.post(f"/api/series/{sid}/approve", json={})  # double it: 10,000
+        r = client.post(f"/api/series/{sid}/approve", json={}, headers=person_headers())  # double it: 10,000
         assert r.status_code == 200, r.text
         snap = wait_until(lambda: (s := get(client, sid, wait=5))["status"] != "running" and s)
         assert snap["status"] == "awaiting_approval" and snap["pause"]["token_cap"] == 10_000
         assert snap["progress"]["done"] == 8  # 8,000 used + a 1,000 reserve reaches 90% of 10,000
         (approval,) = snap["approvals"]
-        assert approval["reason"] == "tokens_near_cap" and approval["channel"] == "rest"
+        assert approval["reason"] == "tokens_near_cap" and approval["channel"] == "terminal"
         assert (approval["old_token_cap"], approval["new_token_cap"]) == (5000, 10_000)

@@ -6,6 +6,7 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+from support.person import person_headers
 from support.series_kit import (
     attempts,
     case_names,
@@ -84,7 +85,7 @@ def test_approve_on_a_running_series_conflicts(
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
         for action, body in (("approve", {}), ("approve", {"cap_usd": "9.00"}), ("stop", {})):
-            r = client.post(f"/api/series/{sid}/{action}", json=body)
+            r = client.post(f"/api/series/{sid}/{action}", json=body, headers=person_headers())
             assert r.status_code == 409, (action, r.text)
             assert r.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
         assert get(client, sid)["spend"]["cap_usd"] == "1.00"
@@ -106,7 +107,7 @@ def test_cancel_a_series_awaiting_approval_ends_it_at_once(tiny_env: Path, tmp_p
         assert snap["status"] == "cancelled" and snap["verdict"]["reason"] == "cancelled"
         assert snap["pause"] is None and snap["eta"] is None
         assert runs_of(root, sid) == []
-        r = client.post(f"/api/series/{sid}/approve", json={})
+        r = client.post(f"/api/series/{sid}/approve", json={}, headers=person_headers())
         assert r.status_code == 409 and r.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
 
 

@@ -9,6 +9,7 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+from support.person import person_headers
 from support.series_kit import (
     attempts,
     case_names,
@@ -94,7 +95,9 @@ def test_pause_near_cap_then_approve_doubles_then_a_given_cap_finishes(
         time.sleep(0.3)
         assert get(client, sid)["progress"]["done"] == 8  # paused means nothing more starts
 
-        r = client.post(f"/api/series/{sid}/approve", json={})  # no cap given: double the old one
+        r = client.post(
+            f"/api/series/{sid}/approve", json={}, headers=person_headers()
+        )  # no cap given: double the old one
         assert r.status_code == 200, r.text
         assert r.json()["spend"]["cap_usd"] == "0.20"
         snap = settle(client, sid)
@@ -103,10 +106,10 @@ def test_pause_near_cap_then_approve_doubles_then_a_given_cap_finishes(
         assert Decimal(snap["pause"]["spent_usd"]) == Decimal("0.17")
 
         # A typed cap must be above the old one.
-        r = client.post(f"/api/series/{sid}/approve", json={"cap_usd": "0.19"})
+        r = client.post(f"/api/series/{sid}/approve", json={"cap_usd": "0.19"}, headers=person_headers())
         assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR"
         assert get(client, sid)["status"] == "awaiting_approval"
-        r = client.post(f"/api/series/{sid}/approve", json={"cap_usd": "0.40"})
+        r = client.post(f"/api/series/{sid}/approve", json={"cap_usd": "0.40"}, headers=person_headers())
         assert r.status_code == 200 and r.json()["spend"]["cap_usd"] == "0.40"
         snap = settle(client, sid)
         assert snap["status"] == "done" and Decimal(snap["spend"]["usd"]) == Decimal("0.20")
@@ -118,7 +121,7 @@ def test_approve_with_a_typed_cap_finishes_the_series(tiny_env: Path, tmp_path: 
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", simulate=True)["series"]["series_id"]
         assert settle(client, sid)["status"] == "awaiting_approval"
-        r = client.post(f"/api/series/{sid}/approve", json={"cap_usd": "1.00"})
+        r = client.post(f"/api/series/{sid}/approve", json={"cap_usd": "1.00"}, headers=person_headers())
         assert r.status_code == 200, r.text
         snap = settle(client, sid)
         assert snap["status"] == "done"
@@ -128,7 +131,7 @@ def test_approve_with_a_typed_cap_finishes_the_series(tiny_env: Path, tmp_path: 
         assert snap["verdict"]["verdict"] == "signal"
         # A finished series cannot be approved or stopped.
         for action in ("approve", "stop"):
-            r = client.post(f"/api/series/{sid}/{action}", json={})
+            r = client.post(f"/api/series/{sid}/{action}", json={}, headers=person_headers())
             assert r.status_code == 409 and r.json()["error"]["code"] == "SERIES_STATE_CONFLICT"
 
 
@@ -137,7 +140,7 @@ def test_stop_at_the_cap_ends_invalid_without_a_finding(tiny_env: Path, tmp_path
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", on="holdout", simulate=True)["series"]["series_id"]
         assert settle(client, sid)["status"] == "awaiting_approval"
-        r = client.post(f"/api/series/{sid}/stop", json={})
+        r = client.post(f"/api/series/{sid}/stop", json={}, headers=person_headers())
         assert r.status_code == 200, r.text
         snap = settle(client, sid)
         assert snap["status"] in ("done", "cancelled")
@@ -167,7 +170,7 @@ def test_a_cap_above_the_project_cap_waits_before_anything_runs(tiny_env: Path, 
         assert snap["eta"] == {"state": "paused"}
         assert runs_of(root, sid) == []
         assert {a["status"] for a in attempts(root, sid)} == {"queued"}
-        r = client.post(f"/api/series/{sid}/approve", json={})
+        r = client.post(f"/api/series/{sid}/approve", json={}, headers=person_headers())
         assert r.status_code == 200, r.text
         snap = settle(client, sid)
         assert snap["status"] == "done" and snap["spend"]["cap_usd"] == "5.00"

@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from support.commands import aqven, cli_env
+from support.person import person_headers
 from support.series_kit import (
     AGENT_MYSTERY,
     AQVEN_YAML,
@@ -50,7 +51,9 @@ def test_attempts_waiting_for_a_person_keep_their_reserve(tiny_env: Path, tmp_pa
                 waiting
             )
             for run in waiting:
-                r = client.post(f"/api/runs/{run['id']}/human/approve", json={"answer": {"ok": True}})
+                r = client.post(
+                    f"/api/runs/{run['id']}/human/approve", json={"answer": {"ok": True}}, headers=person_headers()
+                )
                 assert r.status_code == 200, r.text
             answered = {run["id"] for run in waiting}
             wait_until(lambda a=answered: all(r["status"] == "done" for r in runs_of(root, sid) if r["id"] in a))  # type: ignore[misc]

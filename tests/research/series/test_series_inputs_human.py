@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from support.person import person_headers
 from support.series_kit import (
     attempts,
     case_names,
@@ -66,7 +67,9 @@ def test_a_human_node_pauses_the_series_until_a_person_answers(tiny_env: Path, t
         time.sleep(0.2)
         assert get(client, sid)["status"] == "waiting_human"
         assert get(client, sid)["progress"]["running"] == 1 and get(client, sid)["progress"]["queued"] == 2
-        r = client.post(f"/api/runs/{first[0]['id']}/human/approve", json={"answer": {"ok": True}})
+        r = client.post(
+            f"/api/runs/{first[0]['id']}/human/approve", json={"answer": {"ok": True}}, headers=person_headers()
+        )
         assert r.status_code == 200, r.text
         waiting = wait_until(
             lambda: (
@@ -76,7 +79,9 @@ def test_a_human_node_pauses_the_series_until_a_person_answers(tiny_env: Path, t
         )
         assert settle(client, sid)["status"] == "waiting_human"
         for run, ok in zip(waiting, [True, False], strict=True):
-            r = client.post(f"/api/runs/{run['id']}/human/approve", json={"answer": {"ok": ok}})
+            r = client.post(
+                f"/api/runs/{run['id']}/human/approve", json={"answer": {"ok": ok}}, headers=person_headers()
+            )
             assert r.status_code == 200, r.text
         snap = settle(client, sid, include_cases=True)
         assert snap["status"] == "done"
@@ -95,7 +100,9 @@ def test_one_answer_resumes_the_series_while_others_still_wait(tiny_env: Path, t
         assert settle(client, sid)["status"] == "waiting_human"
         first = client.get("/api/runs", params={"series_id": sid, "status": "waiting_human"}).json()
         assert len(first) == 1  # the first attempt waits alone
-        r = client.post(f"/api/runs/{first[0]['id']}/human/approve", json={"answer": {"ok": True}})
+        r = client.post(
+            f"/api/runs/{first[0]['id']}/human/approve", json={"answer": {"ok": True}}, headers=person_headers()
+        )
         assert r.status_code == 200, r.text
         waiting = wait_until(
             lambda: (
@@ -103,12 +110,16 @@ def test_one_answer_resumes_the_series_while_others_still_wait(tiny_env: Path, t
                 and w
             )
         )
-        r = client.post(f"/api/runs/{waiting[0]['id']}/human/approve", json={"answer": {"ok": True}})
+        r = client.post(
+            f"/api/runs/{waiting[0]['id']}/human/approve", json={"answer": {"ok": True}}, headers=person_headers()
+        )
         assert r.status_code == 200, r.text
         wait_until(lambda: get(client, sid)["progress"]["done"] == 2)
         snap = get(client, sid, wait=2)
         assert snap["status"] == "waiting_human" and snap["progress"]["done"] == 2
-        r = client.post(f"/api/runs/{waiting[1]['id']}/human/approve", json={"answer": {"ok": True}})
+        r = client.post(
+            f"/api/runs/{waiting[1]['id']}/human/approve", json={"answer": {"ok": True}}, headers=person_headers()
+        )
         assert r.status_code == 200, r.text
         snap = settle(client, sid)
         assert snap["status"] == "done" and snap["matrix"][0]["passes"] == 3

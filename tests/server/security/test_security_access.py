@@ -34,6 +34,7 @@ import pytest
 
 from support.commands import aqven, cli_env, stop_server
 from support.fault_soak import LiveServer, server_env
+from support.person import person_secret
 
 PAUSED_BODY = {"experiment_id": "reply_overpromise_risk", "cases": 1, "repeats": 1, "cap_usd": "5.00"}
 
@@ -221,10 +222,12 @@ def test_state_is_readable_by_this_user_only(served: LiveServer) -> None:
 
 def studio_session(server: LiveServer, page: str = "") -> tuple[str, str]:
     """Log in as a browser does through a CLI link: (Cookie header, the page's CSRF token)."""
-    status, _h, raw = send(server, "POST", "/api/studio/login-link", json.dumps({"page": page}).encode())
+    status, _h, raw = send(
+        server, "POST", "/api/studio/login-link", json.dumps({"page": page}).encode(), token=person_secret()
+    )
     assert status == 200, raw
     link = json.loads(raw)["url"]
-    assert link.startswith(f"http://127.0.0.1:{server.port}/studio/login?code=")
+    assert link.startswith(f"http://localhost:{server.port}/studio/login?code=")
     path = link.split(str(server.port), 1)[1]
     status, headers, _raw = send(server, "GET", path, token="")
     assert status == 303 and headers["location"].startswith("/studio/")

@@ -1,10 +1,11 @@
 """Approval stays a person's act, every approval says how it was given, and a raised project cap waits for a person.
 
-* Every approval and stop is recorded with its channel: REST with the server token → `rest`, a Studio session
-  (with its CSRF token) → `studio`, `aqven approve` / `aqven stop` → `terminal` with `tty` (a person answered at a
-  terminal, driven here through a real pseudo-terminal) or `--yes` (no terminal: refused without the flag). The
-  snapshot and the finding carry them.
-* An MCP session cannot approve, stop or confirm a cap (403 `MCP_CANNOT_APPROVE`), and no MCP tool does it.
+* Every approval and stop is recorded with the channel its credential proves: the person key over REST (what
+  `aqven approve` sends) → `terminal`, a Studio session (with its CSRF token) → `studio`, `aqven approve` / `aqven
+  stop` → `terminal` with `tty` (a person answered at a terminal, driven here through a real pseudo-terminal) or
+  `--yes` (no terminal: refused without the flag). The snapshot and the finding carry them.
+* The agent's server token approves, stops and confirms nothing, whatever headers it sends (403
+  `PERSON_REQUIRED`), and no MCP tool does it.
 * Raising `research.spend_cap_usd` in aqven.yaml gives the next series the confirmed cap, and the launch plan,
   the snapshot and GET /api/project say the file asks for more, until a person confirms (REST, `aqven cap
   confirm`); lowering takes effect at once.
@@ -28,8 +29,10 @@ from typing import Any
 import pytest
 
 from aqven.errors import AqvenError
+from aqven.people import load, person_key
 from aqven.research.launch.caps import parse_cap
 from support.commands import aqven, cli_env, stop_server
+from support.person import person_headers, studio_login
 from support.series_kit import case_names, client_for, get, settle, start, wait_until, write_tiny
 
 
@@ -43,24 +46,17 @@ def aqven_yaml_cap(root: Path, cap: str, client: Any = None) -> None:
         wait_until(lambda: client.get("/api/project").json().get("project_cap_asked_usd") == cap, timeout=20)
 
 
-def studio_headers(client: Any) -> dict[str, str]:
-    """Log the test client in as a Studio browser: its session cookie is kept, the CSRF token returned."""
-    link = client.post("/api/studio/login-link", json={}).json()["url"]
-    assert client.get(link.split("testserver", 1)[1], follow_redirects=False).status_code == 303
-    page = client.get("/studio/").text
-    csrf = page.split('name="aqven-csrf" content="', 1)[1].split('"', 1)[0]
-    return {"Authorization": "", "X-CSRF-Token": csrf}  # no token: the cookie and the CSRF token only
-
-
 def test_every_approval_and_stop_records_its_channel(tiny_env: Path, tmp_path: Path) -> None:
     root = write_tiny(tmp_path / "tiny", case_names(4, 2))
     with client_for(root) as client:
         rest = start(client, experiment_id="rate", simulate=True, cap_usd="3.00")["series"]["series_id"]
         assert get(client, rest)["status"] == "awaiting_approval" and get(client, rest)["approvals"] == []
-        r = client.post(f"/api/series/{rest}/approve", json={})
+        r = client.post(f"/api/series/{rest}/approve", json={})  # the agent's token
+        assert r.status_code == 403 and r.json()["error"]["code"] == "PERSON_REQUIRED"
+        r = client.post(f"/api/series/{rest}/approve", json={}, headers=person_headers())
         assert r.status_code == 200, r.text
         [approval] = r.json()["approvals"]
-        assert approval["action"] == "approve" and approval["channel"] == "rest"
+        assert approval["action"] == "approve" and approval["channel"] == "terminal" and approval["person"]
         assert (approval["old_cap_usd"], approval["new_cap_usd"], approval["reason"]) == (
             "3.00",
             "3.00",
@@ -71,7 +67,7 @@ def test_every_approval_and_stop_records_its_channel(tiny_env: Path, tmp_path: P
         assert get(client, rest)["approvals"] == [approval]  # it stays with the series
 
         studio = start(client, experiment_id="rate", simulate=True, cap_usd="2.00")["series"]["series_id"]
-        headers = studio_headers(client)
+        headers = studio_login(client)
         missing_csrf = {k: v for k, v in headers.items() if k != "X-CSRF-Token"}
         r = client.post(f"/api/series/{studio}/approve", json={"cap_usd": "2.50"}, headers=missing_csrf)
         assert r.status_code == 403 and r.json()["error"]["code"] == "CSRF_REFUSED"
@@ -89,28 +85,30 @@ def test_every_approval_and_stop_records_its_channel(tiny_env: Path, tmp_path: P
         assert (stop["action"], stop["channel"], stop["new_cap_usd"]) == ("stop", "studio", None)
         assert r.json()["verdict"]["reason"] == "stopped_at_cap"
 
-        # An MCP session (the streamable HTTP client sends its session headers) never approves or stops.
+        # The agent's token with an MCP session's headers, or a forged terminal channel, never approves or stops.
         mcp = start(client, experiment_id="rate", simulate=True, cap_usd="2.00")["series"]["series_id"]
-        for action in ("approve", "stop"):
-            r = client.post(f"/api/series/{mcp}/{action}", json={}, headers={"Mcp-Session-Id": "abc"})
-            assert r.status_code == 403 and r.json()["error"]["code"] == "MCP_CANNOT_APPROVE"
+        for forged in ({"Mcp-Session-Id": "abc"}, {"X-Aqven-Channel": "terminal", "X-Aqven-Confirmed": "tty"}):
+            for action in ("approve", "stop"):
+                r = client.post(f"/api/series/{mcp}/{action}", json={}, headers=forged)
+                assert r.status_code == 403 and r.json()["error"]["code"] == "PERSON_REQUIRED"
+            r = client.post("/api/project/cap/confirm", json={"cap_usd": "1.00"}, headers=forged)
+            assert r.status_code == 403 and r.json()["error"]["code"] == "PERSON_REQUIRED"
         assert get(client, mcp)["status"] == "awaiting_approval" and get(client, mcp)["approvals"] == []
-        r = client.post("/api/project/cap/confirm", json={"cap_usd": "1.00"}, headers={"Mcp-Protocol-Version": "x"})
-        assert r.status_code == 403 and r.json()["error"]["code"] == "MCP_CANNOT_APPROVE"
 
 
 def test_a_finding_names_the_approvals_behind_it(tiny_env: Path, tmp_path: Path) -> None:
     root = write_tiny(tmp_path / "tiny", case_names(4, 3))
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", on="holdout", simulate=True, cap_usd="4.00")["series"]["series_id"]
-        assert client.post(f"/api/series/{sid}/approve", json={}).status_code == 200
+        assert client.post(f"/api/series/{sid}/approve", json={}, headers=person_headers()).status_code == 200
         snap = settle(client, sid)
         assert snap["status"] == "done" and snap["finding"], snap["status"]
     import yaml
 
     finding = yaml.safe_load((root / snap["finding"]).read_text())
     [approval] = finding["approvals"]
-    assert (approval["channel"], approval["old_cap_usd"], approval["new_cap_usd"]) == ("rest", "4.00", "4.00")
+    assert (approval["channel"], approval["old_cap_usd"], approval["new_cap_usd"]) == ("terminal", "4.00", "4.00")
+    assert approval["person"] == person_key().name  # who approved spending above the project cap
 
 
 def test_no_mcp_tool_approves_stops_or_confirms() -> None:
@@ -164,7 +162,7 @@ def test_an_absurd_cap_on_approve_is_refused_and_the_series_still_waits(tiny_env
     with client_for(root) as client:
         sid = start(client, experiment_id="rate", simulate=True, cap_usd="2.00")["series"]["series_id"]
         for cap in ("1e999999999", 1e308, "1_000", "٣", "2000000"):
-            r = client.post(f"/api/series/{sid}/approve", json={"cap_usd": cap})
+            r = client.post(f"/api/series/{sid}/approve", json={"cap_usd": cap}, headers=person_headers())
             assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR", (cap, r.text)
             assert "hint" in r.json()["error"]
         for body in ({"cap_usd": "1e400"}, {"on": "dev", "cap_usd": "0.0000001"}):
@@ -173,7 +171,10 @@ def test_an_absurd_cap_on_approve_is_refused_and_the_series_still_waits(tiny_env
         r = client.post("/api/series", json={"experiment_id": "rate", "cap_usd": "1e999999999"})
         assert r.status_code == 422, r.text
         assert get(client, sid)["status"] == "awaiting_approval"
-        assert client.post(f"/api/series/{sid}/approve", json={"cap_usd": 2.5}).status_code == 200
+        assert (
+            client.post(f"/api/series/{sid}/approve", json={"cap_usd": 2.5}, headers=person_headers()).status_code
+            == 200
+        )
         assert settle(client, sid)["status"] == "done"
 
 
@@ -182,7 +183,12 @@ def test_a_raised_project_cap_waits_for_a_person(tiny_env: Path, tmp_path: Path)
     with client_for(root) as client:
         first = client.get("/api/project").json()
         assert (first["project_cap_usd"], first["project_cap_pending"]) == ("1.00", False)  # a new project: confirmed
-        assert json.loads((root / ".aqven" / "project_cap.json").read_text())["channel"] == "initial"
+        confirmed = load(root).cap  # kept in the person folder, outside the project
+        assert (
+            confirmed is not None
+            and confirmed.channel == "initial"
+            and not (root / ".aqven" / "project_cap.json").exists()
+        )
 
         aqven_yaml_cap(root, "100000", client)  # what an agent with a file tool could write
         plan = client.post("/api/experiments/rate/launch-plan", json={}).json()
@@ -196,11 +202,14 @@ def test_a_raised_project_cap_waits_for_a_person(tiny_env: Path, tmp_path: Path)
         above = start(client, experiment_id="rate", simulate=True, cap_usd="50")["series"]
         assert above["status"] == "awaiting_approval"  # $50 is above the confirmed cap, whatever the file says
 
-        r = client.post("/api/project/cap/confirm", json={"cap_usd": "99999"})  # not what the file asks
+        r = client.post("/api/project/cap/confirm", json={"cap_usd": "100000"})  # the agent's token
+        assert r.status_code == 403 and r.json()["error"]["code"] == "PERSON_REQUIRED"
+        person = person_headers()
+        r = client.post("/api/project/cap/confirm", json={"cap_usd": "99999"}, headers=person)  # not what it asks
         assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR"
-        r = client.post("/api/project/cap/confirm", json={"cap_usd": "100000"})
+        r = client.post("/api/project/cap/confirm", json={"cap_usd": "100000"}, headers=person)
         assert r.status_code == 200, r.text
-        assert (r.json()["project_cap_usd"], r.json()["project_cap_confirmed_by"]) == ("100000", "rest")
+        assert (r.json()["project_cap_usd"], r.json()["project_cap_confirmed_by"]) == ("100000", "terminal")
         plan = client.post("/api/experiments/rate/launch-plan", json={}).json()
         assert plan["project_cap_usd"] == "100000" and plan["project_cap_pending"] is False
 
@@ -212,7 +221,11 @@ def test_a_raised_project_cap_waits_for_a_person(tiny_env: Path, tmp_path: Path)
         assert (plan["project_cap_usd"], plan["project_cap_asked_usd"]) == ("0.50", "2.00")
 
         aqven_yaml_cap(root, "2000000")  # above the ceiling: aqven check refuses the file, nothing confirms it
-        wait_until(lambda: client.post("/api/project/cap/confirm", json={"cap_usd": "2000000"}).status_code == 422)
+        wait_until(
+            lambda: (
+                client.post("/api/project/cap/confirm", json={"cap_usd": "2000000"}, headers=person).status_code == 422
+            )
+        )
 
 
 def _pty_run(args: list[str], cwd: Path, answer: str, env: dict[str, str]) -> tuple[int, str]:

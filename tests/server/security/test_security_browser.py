@@ -31,6 +31,7 @@ import pytest
 from support.browser import BROWSER_ARGS, CHROMIUM
 from support.commands import stop_server
 from support.fault_soak import LiveServer, http, server_env
+from support.person import person_secret
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is missing: install Debian's chromium (scripts/test.sh does)"
@@ -115,7 +116,7 @@ def person(browser: Any, served: LiveServer) -> Iterator[Any]:
     pg.set_default_timeout(20_000)
     pg.answers = []  # type: ignore[attr-defined]
     pg.on("response", lambda r: pg.answers.append((r.request.method, r.url, r.status)))
-    pg.goto(served.post("/api/studio/login-link", {"page": ""})["url"])
+    pg.goto(served.post("/api/studio/login-link", {"page": ""}, token=person_secret())["url"])
     pg.wait_for_selector("main h1")
     assert any(c["name"] == "aqven_session" for c in context.cookies())
     yield pg
@@ -223,7 +224,7 @@ def test_dns_rebinding_is_refused(person: Any, served: LiveServer) -> None:
 
 def test_an_invisible_frame_cannot_click_approve(person: Any, served: LiveServer, attacker: Attacker) -> None:
     sid = paused(served)
-    studio = f"http://127.0.0.1:{served.port}/studio/#/series/{sid}"
+    studio = f"http://localhost:{served.port}/studio/#/series/{sid}"
     # Where a person's Approve button is on this page, in a tab of their own.
     person.goto(studio)
     person.wait_for_selector("#approve")
@@ -273,9 +274,9 @@ def test_a_raised_project_cap_is_confirmed_by_a_person_in_studio(person: Any, se
         while not served.get("/api/project")["project_cap_pending"]:
             assert time.monotonic() < deadline, "the server did not reload aqven.yaml"
             time.sleep(0.1)
-        person.goto(f"http://127.0.0.1:{served.port}/studio/#/")
+        person.goto(f"http://localhost:{served.port}/studio/#/")
         person.wait_for_selector("#cap-pending")  # the overview says so too
-        person.goto(f"http://127.0.0.1:{served.port}/studio/#/experiments/reply_overpromise_risk")
+        person.goto(f"http://localhost:{served.port}/studio/#/experiments/reply_overpromise_risk")
         person.wait_for_selector("#cap-pending")
         assert "asks for a project cap of $3.00" in person.inner_text("#cap-pending")
         assert "project cap $1.00" in person.inner_text("#launch-plan")

@@ -21,6 +21,7 @@ from aqven.models.outcomes import KEY_ENV_VARS as KEY_VARS
 from aqven.project.split import side_of
 from support.commands import api_client
 from support.fault_soak import EXPERIMENT, PACKAGE, write_project
+from support.person import person_headers
 
 ENDED = ("done", "failed", "cancelled")
 
@@ -156,7 +157,9 @@ def test_a_held_out_run_its_events_and_nodes_are_refused(client: Any) -> None:
             error = resp.json()["error"]
             assert error["code"] == "HOLDOUT_HIDDEN" and "never shown one by one" in error["hint"]
             assert "Traceback" not in resp.text and leaks(resp.json()) == []
-        answered = client.post(f"/api/runs/{run_id}/human/reply", json={"answer": {"answer": "x"}})
+        answered = client.post(
+            f"/api/runs/{run_id}/human/reply", json={"answer": {"answer": "x"}}, headers=person_headers()
+        )
         assert answered.status_code == 403 and answered.json()["error"]["code"] == "HOLDOUT_HIDDEN"
     assert client.get("/api/runs/run_nope").json()["error"]["code"] == "RUN_NOT_FOUND"
 

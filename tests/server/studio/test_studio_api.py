@@ -23,6 +23,7 @@ from aqven.server.app import create_app
 from aqven.server.routes_studio import STUDIO_DIR, freshness
 from aqven.server.service import ProjectService
 from support.commands import api_client, stop_server
+from support.person import studio_login
 
 FINDINGS = """# Findings
 
@@ -62,8 +63,7 @@ def test_studio_files_are_served_and_nothing_else(client: TestClient) -> None:
     r = client.get("/studio", follow_redirects=False)
     assert r.status_code in (302, 307) and r.headers["location"] == "/studio/"
     assert client.get("/studio/").status_code == 401  # no session yet: a page that says `aqven studio`
-    link = client.post("/api/studio/login-link", json={}).json()["url"]
-    assert client.get(link.split("testserver", 1)[1], follow_redirects=False).status_code == 303
+    studio_login(client)
     page = client.get("/studio/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert '<meta name="aqven-csrf" content="' in page.text
@@ -343,7 +343,7 @@ def test_aqven_studio_prints_the_url_and_opens_a_browser(project: Path, monkeypa
         assert r.exit_code == 0, r.output
         port = json.loads((project / ".aqven" / "server.json").read_text())["port"]
         [link] = opened
-        assert link.startswith(f"http://127.0.0.1:{port}/studio/login?code=") and link.endswith("&page=research")
+        assert link.startswith(f"http://localhost:{port}/studio/login?code=") and link.endswith("&page=research")
         assert link in r.output
         # the link logs a browser in once and lands on the page; a second use is refused
         no_redirect = urllib.request.build_opener(NoRedirect)
@@ -355,7 +355,7 @@ def test_aqven_studio_prints_the_url_and_opens_a_browser(project: Path, monkeypa
             no_redirect.open(link, timeout=30)
         assert again.value.code == 401
         r = CliRunner().invoke(app, ["studio", "--no-open", "--root", str(project)])
-        assert r.exit_code == 0 and f"http://127.0.0.1:{port}/studio/login?code=" in r.output and len(opened) == 1
+        assert r.exit_code == 0 and f"http://localhost:{port}/studio/login?code=" in r.output and len(opened) == 1
     finally:
         stop_server(project)
 

@@ -349,7 +349,7 @@ def test_findings_plots_read_true_and_lists_say_stopped(page: Any, server: tuple
     assert_readable_plot(ticks_where_labels_say(page, plot))  # drawn as on the series page: zoomed, round ticks
     stopped = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 2, "repeats": 1, "cap_usd": "5.00"})
     assert settle(base, stopped)["status"] == "awaiting_approval"
-    _post(base, f"/api/series/{stopped}/stop", {})
+    _post(base, f"/api/series/{stopped}/stop", {}, person=True)
     open_page(page, base, "research")
     page.wait_for_selector("#experiments")
     row = page.locator("tr", has=page.locator(f"a[href='#/series/{stopped}']")).last

@@ -17,6 +17,7 @@ from aqven.project.init import init_project
 from aqven.server.app import create_app
 from aqven.server.studio_views import _cents_up, percentile
 from support.commands import api_client
+from support.person import person_headers
 
 MISTRAL = "reply_noninferior_mistral"
 
@@ -131,7 +132,9 @@ def test_a_paused_series_says_what_finishing_costs(client: TestClient) -> None:
     # Both figures are rounded to 7 decimals: `per` times `left` is off by at most half a unit per attempt left.
     assert abs(more - per * est["left"]) <= Decimal("0.00000005") * (est["left"] + 1) and total > more
     assert Decimal(est["cap_to_finish_usd"]) >= total / Decimal("0.9")  # the runner pauses at 90% of the cap
-    r = client.post(f"/api/series/{sn['series_id']}/approve", json={"cap_usd": est["cap_to_finish_usd"]})
+    r = client.post(
+        f"/api/series/{sn['series_id']}/approve", json={"cap_usd": est["cap_to_finish_usd"]}, headers=person_headers()
+    )
     assert r.status_code == 200, r.text
     after = settle(client, sn["series_id"])
     assert after["status"] == "done"  # the estimated cap was enough: no second pause
