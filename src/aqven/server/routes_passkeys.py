@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from aqven.errors import PASSKEY_REFUSED, AqvenError
 from aqven.people import ACTIONS, load, updating
 from aqven.people.passkeys import assertion_options, registration_options, verify_registration
+from aqven.research.launch.caps import parse_cap
 from aqven.server.deps import person_acting, service_of
-from aqven.server.principals import PasskeyProof, principal_of, require_person, studio_origin
+from aqven.server.principals import PasskeyProof, answer_digest, principal_of, require_person, studio_origin
 from aqven.server.service import ProjectService
 
 router = APIRouter(prefix="/api/studio/passkeys", tags=["studio"])
@@ -29,6 +30,18 @@ class ChallengeBody(BaseModel):
     action: str = Field(max_length=40)
     target: str = Field("", max_length=300)
     amount: str = Field("", max_length=100)
+    answer: Any = None  # human_answer: the answer itself (the server binds its digest)
+
+    def bound_amount(self) -> str:
+        """The amount as the act's route will compute it: caps as plain decimals, an answer by its digest."""
+        if self.action == "human_answer":
+            return answer_digest(self.answer)
+        if self.action in ("approve", "cap_confirm") and self.amount not in ("", "default"):
+            if self.amount.endswith(" tokens"):
+                return self.amount
+            cap = parse_cap(self.amount)
+            return str(cap) if cap is not None else ""
+        return self.amount
 
 
 class RegisterOptionsBody(BaseModel):
@@ -99,7 +112,7 @@ def challenge(body: ChallengeBody, request: Request, svc: ProjectService = Depen
         raise AqvenError(
             "this project has no passkey yet", code=PASSKEY_REFUSED, hint="register one under Passkeys in Studio"
         )
-    binding = _access(request).challenges.issue(body.action, body.target, body.amount)
+    binding = _access(request).challenges.issue(body.action, body.target, body.bound_amount())
     return {"nonce": binding.nonce, "options": assertion_options(binding, record.passkeys)}
 
 

@@ -2,6 +2,7 @@
 import { badge, errorBox, fmt, h, kv, link, replace, simNote } from './dom.js';
 import { api } from './api.js';
 import { capPendingNote, seriesTable } from './widgets.js';
+import { passkeySection } from './passkey.js';
 
 export async function pageOverview() {
   const o = await api('/api/studio/overview');
@@ -28,6 +29,7 @@ export async function pageOverview() {
     checkBox,
     h('h2', {}, 'Latest series'),
     o.recent_series.length ? seriesTable(o.recent_series) : h('p', { class: 'muted' }, 'No series yet. Start one from an experiment in ', link('#/research', 'Research'), '.'),
+    passkeySection(),
     h('h2', {}, 'Project'),
     kv([
       ['package', h('code', {}, p.package)],

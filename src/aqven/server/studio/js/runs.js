@@ -1,6 +1,7 @@
 /* Pages: Runs and one run (its trace, a human node's form). */
 import { announce, badge, errorBox, fmt, h, kv, link, pager, patch, pre, replace, simBadge, simNote } from './dom.js';
 import { api } from './api.js';
+import { proveAct } from './passkey.js';
 import { go, route, state, stream } from './nav.js';
 import { checksSection, outcomeBadge, outcomeText, outputView } from './attempt.js';
 
@@ -220,7 +221,8 @@ export function humanForm(runId, w) {
     let answer = ta.value;
     if (!isText) { try { answer = JSON.parse(ta.value); } catch (err) { replace(out, h('div', { class: 'note bad', role: 'alert' }, 'Not valid JSON: ' + err.message)); return; } }
     try {
-      await api(`/api/studio/runs/${encodeURIComponent(runId)}/human/${w.node_id.split('/').map(encodeURIComponent).join('/')}`, { method: 'POST', body: { answer } });
+      const passkey = await proveAct('human_answer', `${runId}/${w.node_id}`, '', answer);
+      await api(`/api/studio/runs/${encodeURIComponent(runId)}/human/${w.node_id.split('/').map(encodeURIComponent).join('/')}`, { method: 'POST', body: passkey ? { answer, passkey } : { answer } });
       replace(out, h('div', { class: 'note ok' }, 'Answered: the run goes on.'));
       announce('answer sent');
       setTimeout(route, 300);

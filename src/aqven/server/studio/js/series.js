@@ -1,6 +1,7 @@
 /* Page: a series, live. */
 import { announce, badge, errorBox, fmt, h, kv, link, pager, patch, replace, simBadge, simNote } from './dom.js';
 import { api } from './api.js';
+import { proveAct } from './passkey.js';
 import { bar, clsOf, diffLabel, intervalPlot, refsFor, spendPlot } from './plots.js';
 import { decisionHeader, ENDED, statusOf } from './decision.js';
 import { caseGridSection, distributionsSection } from './compare.js';
@@ -67,7 +68,10 @@ export function pausePanel(sn, notice) {
     const old = fmt.money(sn.spend.cap_usd), asked = capIn.value.trim();
     replace(out, h('p', { class: 'muted' }, what === 'approve' ? 'Approving…' : 'Stopping…'));
     try {
-      await api(`/api/series/${sn.series_id}/${what}`, { method: 'POST', body: what === 'approve' ? { cap_usd: asked || null } : {} });
+      const body = what === 'approve' ? { cap_usd: asked || null } : {};
+      const passkey = await proveAct(what, sn.series_id, what === 'approve' ? asked || 'default' : '');
+      if (passkey) body.passkey = passkey;
+      await api(`/api/series/${sn.series_id}/${what}`, { method: 'POST', body });
       announce(what === 'approve' ? 'approved: the series runs on' : 'series stopped');
       replace(out);
       // The note stays on the page (the panel goes when the series runs on, and comes back at the next pause).
@@ -106,7 +110,8 @@ export function approvalsSection(sn) {
   const rows = sn.approvals || [];
   const pending = sn.project_cap && sn.project_cap.project_cap_pending ? capPendingNote(sn.project_cap, null) : null;
   if (!rows.length) return pending ? [pending] : [];
-  const how = a => a.channel === 'terminal' ? `terminal (${a.confirmed === 'tty' ? 'asked at a TTY' : a.confirmed || 'unconfirmed'})` : a.channel;
+  const how = a => (a.channel === 'terminal' ? `terminal (${a.confirmed === 'tty' ? 'asked at a TTY' : a.confirmed || 'unconfirmed'})`
+    : a.channel === 'studio' ? `Studio (${a.confirmed === 'passkey' ? 'passkey' : 'session'})` : a.channel) + (a.person ? ` · ${a.person}` : '');
   const unattended = rows.filter(a => a.channel === 'rest' || (a.channel === 'terminal' && a.confirmed !== 'tty'));
   return [pending, h('section', { class: 'card', id: 'approvals', 'aria-labelledby': 'approvals-h' },
     h('h2', { id: 'approvals-h', style: 'margin-top:0' }, 'Approvals'),

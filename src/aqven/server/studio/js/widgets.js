@@ -1,6 +1,7 @@
 /* Pieces several pages share: the series table, the project-cap note, a question in words. */
 import { announce, badge, errorBox, fmt, h, link, replace, simBadge } from './dom.js';
 import { api } from './api.js';
+import { proveAct } from './passkey.js';
 import { statusOf } from './decision.js';
 
 export function seriesTable(list) {
@@ -29,7 +30,10 @@ export function capPendingNote(p, after) {
   const out = h('span');
   const confirmIt = async () => {
     try {
-      await api('/api/project/cap/confirm', { method: 'POST', body: { cap_usd: p.project_cap_asked_usd } });
+      const body = { cap_usd: p.project_cap_asked_usd };
+      const passkey = await proveAct('cap_confirm', 'project', p.project_cap_asked_usd);
+      if (passkey) body.passkey = passkey;
+      await api('/api/project/cap/confirm', { method: 'POST', body });
       announce('project cap confirmed');
       if (after) after();
     } catch (err) { replace(out, errorBox(err)); }
