@@ -108,7 +108,8 @@ def test_a_finding_names_the_approvals_behind_it(tiny_env: Path, tmp_path: Path)
     finding = yaml.safe_load((root / snap["finding"]).read_text())
     [approval] = finding["approvals"]
     assert (approval["channel"], approval["old_cap_usd"], approval["new_cap_usd"]) == ("terminal", "4.00", "4.00")
-    assert approval["person"] == person_key().name  # who approved spending above the project cap
+    key = person_key()
+    assert key is not None and approval["person"] == key.name  # who approved spending above the project cap
 
 
 def test_no_mcp_tool_approves_stops_or_confirms() -> None:
