@@ -9,6 +9,7 @@ virtual authenticator). The tiny project's server runs as `python -m aqven serve
 from __future__ import annotations
 
 import json
+import sqlite3
 import stat
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from aqven.people import load, person_dir, reverify
-from support.commands import stop_server
+from support.commands import aqven, cli_env, stop_server
 from support.fault_soak import HttpError, LiveServer, http, server_env
 from support.person import SoftAuthenticator, person_secret
 from support.series_kit import case_names, write_tiny
@@ -262,3 +263,15 @@ def test_passkeys_bind_each_act_and_refuse_replays(served: LiveServer) -> None:
     assert in_studio(served, session, off, {"required": False, "passkey": proof})["required"] is False
     out = as_person(served, "POST", f"/api/series/{second}/approve", {}, **{"X-Aqven-Confirmed": "tty"})
     assert out["approvals"][0]["channel"] == "terminal"
+
+    # `aqven check` verifies every passkey proof on record again; one whose amount was edited is an error.
+    checked = aqven("check", cwd=served.root, env=cli_env())
+    assert "E_APPROVAL_UNVERIFIED" not in checked.stdout + checked.stderr, checked.stderr
+    with sqlite3.connect(served.root / ".aqven" / "aqven.sqlite") as db:
+        (proof,) = db.execute("SELECT proof FROM approvals WHERE series_id=?", (first,)).fetchone()
+        edited = json.loads(proof)
+        edited["binding"]["amount"] = "300.00"
+        db.execute("UPDATE approvals SET proof=?, new_cap_usd='300.00' WHERE series_id=?", (json.dumps(edited), first))
+    checked = aqven("check", cwd=served.root, env=cli_env())
+    said = f"error E_APPROVAL_UNVERIFIED: the passkey approval of series {first} approve does not verify"
+    assert checked.returncode == 1 and said in checked.stderr, checked.stderr

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from aqven.engine.check import check_loaded, check_project, disk_steps, loaded_steps
 from aqven.project.diagnostics import Diagnostic, sort_key
+from aqven.research.diagnostics.approvals import check_approvals
 from aqven.research.diagnostics.experiments import check_experiment
 from aqven.research.diagnostics.findings import check_findings
 from aqven.research.experiments.workspace import Workspace
@@ -15,7 +16,9 @@ def check_workspace(root: Path) -> tuple[Workspace, list[Diagnostic]]:
     """`aqven check`: project files, flows, experiments (and their findings)."""
     project, diagnostics = check_project(root)
     ws = Workspace.of(project)  # the project check_project loaded: read the files once
-    diagnostics = list(diagnostics) + ws.load_diagnostics + _experiments(ws) + check_findings(ws)
+    diagnostics = (
+        list(diagnostics) + ws.load_diagnostics + _experiments(ws) + check_findings(ws) + check_approvals(root)
+    )
     diagnostics.sort(key=sort_key)
     return ws, diagnostics
 
