@@ -133,6 +133,15 @@ def test_a_plan_is_parsed_once_per_series(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def _back_to_version_7(cur: sqlite3.Cursor) -> None:
+    for table, column in (  # version 10: who acted, and the proof
+        ("approvals", "person"),
+        ("approvals", "proof"),
+        ("human_answers", "channel"),
+        ("human_answers", "confirmed"),
+        ("human_answers", "person"),
+        ("human_answers", "proof"),
+    ):
+        cur.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     cur.execute("DROP TRIGGER attempts_cells")
     cur.execute("DROP TABLE series_seq")
     cur.execute("DROP INDEX attempts_rate_limited")
