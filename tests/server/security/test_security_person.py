@@ -275,3 +275,26 @@ def test_passkeys_bind_each_act_and_refuse_replays(served: LiveServer) -> None:
     checked = aqven("check", cwd=served.root, env=cli_env())
     said = f"error E_APPROVAL_UNVERIFIED: the passkey approval of series {first} approve does not verify"
     assert checked.returncode == 1 and said in checked.stderr, checked.stderr
+
+
+def test_a_person_folder_inside_the_project_proves_nobody(tiny_env: Path, tmp_path: Path) -> None:
+    """An agent confined to the project starts the server with XDG_CONFIG_HOME pointing into the project, where it
+    wrote a person key of its own: the server reads no person key there, so that key approves nothing."""
+    root = write_tiny(tmp_path / "tiny", case_names(4, 2))
+    planted = root / ".agent-config"
+    (planted / "aqven").mkdir(parents=True)
+    (planted / "aqven" / "person.json").write_text(json.dumps({"name": "person", "secret": "p" * 40}))
+    server = LiveServer(root, server_env(XDG_CONFIG_HOME=str(planted)))
+    server.start()
+    try:
+        sid = paused(server)
+        refused(
+            lambda: http(server.port, "POST", f"/api/series/{sid}/approve", {}, token="p" * 40), "UNAUTHORIZED", 401
+        )
+        assert server.get(f"/api/series/{sid}")["approvals"] == []
+        # and the aqven command, run there, refuses to use such a folder
+        out = aqven("approve", sid, "--yes", cwd=root, env=cli_env(XDG_CONFIG_HOME=str(planted)))
+        assert out.returncode != 0 and "PERSON_KEY_UNSAFE" in out.stdout + out.stderr, out.stdout + out.stderr
+    finally:
+        server.stop()
+        stop_server(root)
