@@ -18,6 +18,7 @@ from aqven.store.db import SCHEMA_VERSION, Database
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import COUNTED, finished_costs, read_tally
+from support.schema_versions import back_before_version_10
 from support.series_rows import attempt_rows, create_series
 
 VARIANTS = ["as_written", "other"]
@@ -133,15 +134,7 @@ def test_a_plan_is_parsed_once_per_series(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def _back_to_version_7(cur: sqlite3.Cursor) -> None:
-    for table, column in (  # version 10: who acted, and the proof
-        ("approvals", "person"),
-        ("approvals", "proof"),
-        ("human_answers", "channel"),
-        ("human_answers", "confirmed"),
-        ("human_answers", "person"),
-        ("human_answers", "proof"),
-    ):
-        cur.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    back_before_version_10(cur)
     cur.execute("DROP TRIGGER attempts_cells")
     cur.execute("DROP TABLE series_seq")
     cur.execute("DROP INDEX attempts_rate_limited")

@@ -20,6 +20,7 @@ from aqven.store.db import _MIGRATIONS, SCHEMA_VERSION, Database, _statements
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import COUNTED, KeptTally, SeriesTally, TallyCache, read_tally
+from support.schema_versions import back_before_version_10
 from support.series_rows import attempt_rows, create_series
 
 VARIANTS = ["as_written", "other"]
@@ -160,6 +161,7 @@ def _back_to_version_8(db: Database) -> None:
     """The database as version 8 left it: no change sequence, the trigger without it."""
     trigger = next(s for s in _statements(_MIGRATIONS[8]) if "CREATE TRIGGER" in s)
     with db.transaction() as cur:
+        back_before_version_10(cur)
         cur.execute("DROP TRIGGER attempts_cells")
         for name in ("series_cells_seq", "series_costs_seq", "attempts_rate_limited"):
             cur.execute(f"DROP INDEX {name}")

@@ -1,0 +1,21 @@
+"""Taking a test database back to what an older release wrote, one schema version at a time."""
+
+from __future__ import annotations
+
+import sqlite3
+
+# Version 10 (issue 27): who acted, and the proof.
+VERSION_10_COLUMNS = (
+    ("approvals", "person"),
+    ("approvals", "proof"),
+    ("human_answers", "channel"),
+    ("human_answers", "confirmed"),
+    ("human_answers", "person"),
+    ("human_answers", "proof"),
+)
+
+
+def back_before_version_10(cur: sqlite3.Cursor) -> None:
+    for table, column in VERSION_10_COLUMNS:
+        cur.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    cur.execute("DELETE FROM schema_version WHERE version>=10")
