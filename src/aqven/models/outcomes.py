@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any, Final, Literal, get_args
 
 from aqven.errors import AttemptError
+from aqven.project import key_env
 from aqven.project.providers import PROVIDERS
 
 # ---- codes ----------------------------------------------------------------------------------------
@@ -76,7 +77,8 @@ def outcome_class(code: str) -> OutcomeClass:
 
 # ---- secrets ------------------------------------------------------------------------------------
 
-#: Environment variables that hold provider keys. An agent's own `api_key_env` is added per call.
+#: Environment variables that hold provider keys. Every agent's own `api_key_env` of a project this process loaded
+#: is added (`aqven.project.key_env`), and a call may add more.
 KEY_ENV_VARS: Final[tuple[str, ...]] = tuple(p.key_env for p in PROVIDERS.values() if p.key_env)
 
 # Key-shaped tokens (sk-..., gsk_..., Bearer ...), masked even when they are not in the environment.
@@ -90,12 +92,13 @@ def secret_values(extra_env: Iterable[str] = ()) -> list[str]:
     """The current values of every key variable (long enough to be a key), longest first."""
     global _LAST
     extra = tuple(n for n in extra_env if n)
-    raw = _raw_keys() if not extra else None
+    names = _key_names()
+    raw = _raw_keys(names[1]) if not extra else None
     last = _LAST  # one read: another thread may replace it meanwhile
     if raw is not None and last[0] == raw:
         return list(last[1])
-    names = {*KEY_ENV_VARS, *extra}
-    values = sorted({v for n in names if (v := os.environ.get(n, "").strip()) and len(v) >= 6}, key=len, reverse=True)
+    wanted = {*names[0], *extra}
+    values = sorted({v for n in wanted if (v := os.environ.get(n, "").strip()) and len(v) >= 6}, key=len, reverse=True)
     if raw is not None:
         _LAST = (raw, tuple(values))
     return values
@@ -104,15 +107,27 @@ def secret_values(extra_env: Iterable[str] = ()) -> list[str]:
 # Every stored text and event payload is redacted, and each call read ~20 variables through os.environ (a
 # fifth of an attempt's CPU on the lean path): the raw values are compared instead, read from the mapping
 # os.environ keeps (its `_data`, bytes on POSIX; set and unset go through it), so a changed key is seen at once.
-_KEY_NAMES_B: Final[tuple[bytes, ...]] = tuple(os.fsencode(n) for n in KEY_ENV_VARS)
-_LAST: tuple[tuple[bytes | None, ...] | None, tuple[str, ...]] = (None, ())
+_Names = tuple[frozenset[str], tuple[str, ...], tuple[bytes, ...]]
+_NAMES: _Names = (frozenset(), KEY_ENV_VARS, tuple(os.fsencode(n) for n in KEY_ENV_VARS))
+_LAST: tuple[tuple[tuple[bytes, ...], tuple[bytes | None, ...]] | None, tuple[str, ...]] = (None, ())
 
 
-def _raw_keys() -> tuple[bytes | None, ...] | None:
+def _key_names() -> tuple[tuple[str, ...], tuple[bytes, ...]]:
+    """The providers' key variables and the agents' (`api_key_env`), as text and as os.environ's raw keys."""
+    global _NAMES
+    agents = key_env.named()
+    found = _NAMES
+    if found[0] is not agents:
+        names = (*KEY_ENV_VARS, *sorted(agents - set(KEY_ENV_VARS)))
+        found = _NAMES = (agents, names, tuple(os.fsencode(n) for n in names))
+    return found[1], found[2]
+
+
+def _raw_keys(names: tuple[bytes, ...]) -> tuple[tuple[bytes, ...], tuple[bytes | None, ...]] | None:
     data = getattr(os.environ, "_data", None)
     if not isinstance(data, dict) or os.name != "posix":
         return None  # elsewhere: read the variables every time
-    return tuple(map(data.get, _KEY_NAMES_B))
+    return names, tuple(map(data.get, names))
 
 
 def redact(text: str, secrets: Iterable[str] | None = None) -> str:

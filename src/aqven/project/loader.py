@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from aqven.errors import ProjectError
+from aqven.project import key_env
 from aqven.project.dataset_files import read_jsonl
 from aqven.project.diagnostics import Diagnostic, Diagnostics, sort_key
 from aqven.project.paths import link_outside, listed_name, rel, within
@@ -362,6 +363,7 @@ def load_project(root: Path) -> Project:
             project.package_known = False
 
     project.agents = _load_items(project, "agent", root / "agents", AgentSpec)
+    key_env.remember(_named_key_envs(project))
     # A dataset is datasets/<id>.yaml, or datasets/<id>.jsonl (one case a line: the format for large datasets).
     project.datasets = _load_items(project, "dataset", root / "datasets", Dataset, (".yaml", ".yml", ".jsonl"))
     for folder in subfolders(project, root / "flows"):
@@ -370,6 +372,15 @@ def load_project(root: Path) -> Project:
             project.flows[folder.name] = source
     project.diagnostics.sort(key=sort_key)
     return project
+
+
+def _named_key_envs(project: Project) -> list[Any]:
+    """The `api_key_env` of every agent file, loaded or not (a broken agent's variable may still be printed)."""
+    names: list[Any] = [a.api_key_env for a in project.agents.values()]
+    for file, doc in project.docs.items():
+        if file.startswith("agents/") and isinstance(doc.data, dict):
+            names.append(doc.data.get("api_key_env"))
+    return names
 
 
 def _written_package(project: Project) -> str | None:

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from aqven.errors import ProjectError
+from aqven.project.money import cap_field
 from aqven.project.paths import state_dir
 
 TRUTHY = {"1", "true", "yes", "on"}
@@ -19,6 +20,11 @@ TRUTHY = {"1", "true", "yes", "on"}
 class LocalResearch(BaseModel):
     model_config = ConfigDict(extra="forbid")
     spend_cap_usd: Decimal | None = None
+
+    @field_validator("spend_cap_usd", mode="before")
+    @classmethod
+    def _money(cls, v: Any) -> Decimal | None:
+        return None if v is None else cap_field(v)  # the one grammar of a cap (aqven.project.money)
 
 
 class LocalSettings(BaseModel):
@@ -34,8 +40,6 @@ def read_local(root: Path) -> LocalSettings:
         return LocalSettings()
     try:
         data: Any = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if isinstance(data.get("research", {}).get("spend_cap_usd"), float):
-            data["research"]["spend_cap_usd"] = repr(data["research"]["spend_cap_usd"])
         return LocalSettings.model_validate(data)
     except (yaml.YAMLError, ValueError, AttributeError, InvalidOperation) as exc:
         raise ProjectError(

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from aqven.project.money import cap_field
 from aqven.project.providers import PROVIDERS
 from aqven.project.pycode import parse_ref
 
@@ -39,16 +40,13 @@ class Strict(BaseModel):
 
 
 class ResearchConfig(Strict):
-    # The ceiling is research/caps.CAP_CEILING_USD: no cap above it is ever confirmed or approved.
-    spend_cap_usd: Annotated[Decimal, Field(gt=0, le=Decimal("1000000"), allow_inf_nan=False)] = Decimal("1.00")
+    # The grammar and ceiling of every cap (aqven.project.money): no cap above it is ever confirmed or approved.
+    spend_cap_usd: Decimal = Decimal("1.00")
 
     @field_validator("spend_cap_usd", mode="before")
     @classmethod
-    def _money(cls, v: Any) -> Any:
-        if isinstance(v, float):
-            # Money is Decimal: a float in YAML is read through its shortest text, never its binary value.
-            return repr(v)
-        return v
+    def _money(cls, v: Any) -> Decimal:
+        return cap_field(v)  # a float in YAML is read through its shortest text, never its binary value
 
 
 class EngineConfig(Strict):

@@ -206,11 +206,13 @@ def release(root: Path) -> None:
 def serve(root: Path, port: int = 0) -> None:
     """Run the project server in this process until interrupted."""
     # Imported here, not for a cycle (nothing under app imports this module) but so that every `aqven` command,
-    # which imports this module to find its server, does not load the web stack it will not run.
+    # which imports this module to find its server, does not load the web stack (and the models) it will not run.
     import uvicorn
 
+    from aqven.models.masked_output import mask_output
     from aqven.server.app import create_app
 
+    mask_output()  # before uvicorn's logging takes the streams: a key a project's code prints is logged masked
     root = root.resolve()
     lock = _lock_or_refuse(root)
     existing = read_server(root)

@@ -3,6 +3,7 @@ it could not check, and a judge-decided finding names its judge and what validat
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,11 @@ from typing import Any
 import yaml
 
 from aqven.research.diagnostics.workspace import check_workspace
+from aqven.research.experiments.workspace import Workspace
 from aqven.research.findings import records as findings
 from aqven.research.findings.records import finding_key, integrity_of, seal_of
 from aqven.research.findings.writing import render_findings_md
+from aqven.research.series.start import _validating_finding
 from support.commands import aqven, cli_env
 from support.series_kit import SIM_PY, case_names, client_for, first_on, settle, start, write_tiny
 
@@ -173,3 +176,88 @@ def test_a_judge_decided_finding_names_its_judge_and_what_validates_it(tiny_env:
     assert later["verdict"]["verdict"] == "confirmed", later["verdict"]["text"]
     assert finding(later)["judge"]["validated_by_finding"] == rate["finding"]
     assert finding(later)["judge"]["model"] == "openrouter:test/priced"
+
+
+MADE_UP = "ser_ffffffffffffffff"
+
+
+def made_up_finding(root: Path, template: Path) -> Path:
+    """What an agent that read `.aqven/finding.key` writes: a confirmed finding of `rate` for a series that never
+    ran, its integrity hash and seal computed as the server would."""
+    key = finding_key(root)
+    assert key is not None
+    data = yaml.safe_load(template.read_text())
+    data["experiment_id"] = "rate"
+    data["series_id"] = MADE_UP
+    data["verdict"]["verdict"] = "confirmed"
+    data["verdict"]["text"] = "Confirmed: the writer answers well on more than 55% of the cases."
+    data["verdict"]["reason"] = None
+    data.pop("seal", None)
+    path = findings.finding_path(root, "rate", MADE_UP)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(findings.dump_finding(findings.seal(data, key)))
+    return path
+
+
+def test_a_made_up_finding_for_a_series_that_never_ran_is_an_error_and_never_confirmed(
+    tiny_env: Path, tmp_path: Path
+) -> None:
+    """Sealed with the key the agent read, a finding of a series this machine's database never held said
+    W_FINDING_UNVERIFIED only, `verifies: true` over REST, confirmed in FINDINGS.md, and counted for a judge's
+    validated_by."""
+    root = write_tiny(
+        tmp_path / "tiny",
+        case_names(2, 12),
+        overrides={
+            "agents/judge.yaml": JUDGE_AGENT,
+            "sim/agents.py": JUDGE_SIM,
+            "experiments/judged/experiment.yaml": JUDGED.format(validated="    validated_by: rate"),
+            "experiments/judged/prompts/tone.md": "Is this reply good? {{ output.reply }}\n",
+            "experiments/free/experiment.yaml": JUDGED.format(validated=""),
+            "experiments/free/prompts/tone.md": "Is this reply good? {{ output.reply }}\n",
+        },
+    )
+    with client_for(root) as client:
+        real = settle(client, start(client, experiment_id="free", on="holdout", simulate=True)["series"]["series_id"])
+    assert real["finding"]
+    path = made_up_finding(root, root / real["finding"])
+    series_line = next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith("series_id:"))
+
+    # aqven check (the real command): an error with its file and line, message and hint
+    env = cli_env(AQVEN_PRICES_FILE=str(tiny_env))
+    checked = aqven("check", "--json", cwd=root, env=env)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    found = [d for d in json.loads(checked.stdout)["diagnostics"] if d["code"] == "E_FINDING_SERIES_MISSING"]
+    assert [(d["file"], d["line"], d["severity"]) for d in found] == [
+        (f"experiments/rate/findings/{MADE_UP}.yaml", series_line, "error")
+    ]
+    assert MADE_UP in found[0]["message"] and "never ran here" in found[0]["message"] and found[0]["hint"]
+
+    with client_for(root) as client:  # its start regenerates FINDINGS.md
+        listed = {f["series_id"]: f for f in client.get("/api/findings").json()["findings"]}
+        assert listed[MADE_UP]["intact"] is True and listed[MADE_UP]["verifies"] is False
+        assert listed[MADE_UP]["code"] == "E_FINDING_SERIES_MISSING"
+        assert listed[real["series_id"]]["verifies"] is True and listed[real["series_id"]]["code"] is None
+        studio = {f["series_id"]: f for f in client.get("/api/studio/findings").json()["findings"]}
+        assert studio[MADE_UP]["verifies"] is False and studio[MADE_UP]["code"] == "E_FINDING_SERIES_MISSING"
+        # While it is there, no series starts (an error of the project); and it validates no judge.
+        r = client.post("/api/series", json={"experiment_id": "judged", "on": "holdout", "simulate": True})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "NOT_RUNNABLE", r.text
+        assert "E_FINDING_SERIES_MISSING" in {p["code"] for p in r.json()["error"]["details"]["problems"]}
+    assert _validating_finding(Workspace.load(root), "rate") is None
+    md = (root / "FINDINGS.md").read_text()
+    shelves, unverified = md.split("## Could not be verified")
+    assert MADE_UP not in shelves and "Confirmed: the writer" not in md
+    assert MADE_UP in unverified and real["series_id"] in shelves and real["series_id"] not in unverified
+    assert md == render_findings_md(root, findings.read_findings(root))
+
+    # A clone (no database): today's warning, and FINDINGS.md there shelves no finding it cannot verify either.
+    clone = tmp_path / "clone"
+    shutil.copytree(root, clone, ignore=shutil.ignore_patterns(".aqven"))
+    found_clone = diagnostics(clone)
+    assert "E_FINDING_SERIES_MISSING" not in found_clone and "E_FINDING_TAMPERED" not in found_clone
+    assert len(found_clone["W_FINDING_UNVERIFIED"]) == 2
+    cloned_md = render_findings_md(clone, findings.read_findings(clone))
+    shelves, unverified = cloned_md.split("## Could not be verified")
+    assert "### On holdout cases" not in shelves and "### Signals" not in shelves and MADE_UP in unverified
+    assert "W_FINDINGS_STALE" in found_clone  # the FINDINGS.md it got shelves what cannot be verified here

@@ -9,8 +9,8 @@
 * Raising `research.spend_cap_usd` in aqven.yaml gives the next series the confirmed cap, and the launch plan,
   the snapshot and GET /api/project say the file asks for more, until a person confirms (REST, `aqven cap
   confirm`); lowering takes effect at once.
-* Caps are plain decimals with ≤ 6 decimals, > 0 and ≤ $1,000,000; `1e999999999` on approve is a 422, not a
-  series left running.
+* Caps are plain decimals with ≤ 6 decimals, > 0 and ≤ $1,000,000, nothing around them; `1e999999999` on approve
+  is a 422, not a series left running, and `" 1"` is refused in every place a cap is read.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import pytest
 
 from aqven.errors import AqvenError
 from aqven.people import load, person_key
+from aqven.research.diagnostics.workspace import check_workspace
 from aqven.research.launch.caps import parse_cap
 from support.commands import aqven, cli_env, stop_server
 from support.person import person_headers, studio_login
@@ -137,6 +138,11 @@ def test_no_mcp_tool_approves_stops_or_confirms() -> None:
         "2.00 USD",
         "",
         " ",
+        " 1",
+        "1 ",
+        "\t1",
+        "1\n",
+        "\u00a01",
         True,
         [],
         {},
@@ -154,8 +160,69 @@ def test_caps_are_plain_decimals_within_the_ceiling(bad: Any) -> None:
 
 def test_good_caps_parse_exactly() -> None:
     assert parse_cap("2.5") == Decimal("2.5") and parse_cap(2.5) == Decimal("2.5") and parse_cap(3) == Decimal(3)
-    assert parse_cap(" 1000000 ") == Decimal("1000000") and parse_cap("0.000001") == Decimal("0.000001")
+    assert parse_cap("1000000") == Decimal("1000000") and parse_cap("0.000001") == Decimal("0.000001")
     assert parse_cap("1.50000000") == Decimal("1.50000000") and parse_cap(None) is None
+
+
+SPACED_CAPS = (" 1", "1 ", "\t1", "1\n")
+
+
+def test_a_cap_with_whitespace_is_refused_wherever_a_cap_is_read(tiny_env: Path, tmp_path: Path) -> None:
+    """`" 1"` was read as $1 where every other malformed cap is refused: REST bodies, `aqven approve --cap`,
+    aqven.yaml and .aqven/local.yaml now read caps by one grammar (aqven.project.money)."""
+    root = write_tiny(tmp_path / "tiny", case_names(3, 1))
+    with client_for(root) as client:
+        sid = start(client, experiment_id="rate", simulate=True, cap_usd="2.00")["series"]["series_id"]
+        for cap in SPACED_CAPS:
+            for path, body in (
+                (f"/api/series/{sid}/approve", {"cap_usd": cap}),
+                ("/api/series", {"experiment_id": "rate", "simulate": True, "cap_usd": cap}),
+                ("/api/experiments/rate/launch-plan", {"cap_usd": cap}),
+                ("/api/project/cap/confirm", {"cap_usd": cap}),
+            ):
+                r = client.post(path, json=body)
+                assert r.status_code == 422, (path, cap, r.text)
+                error = r.json()["error"]
+                assert error["code"] == "VALIDATION_ERROR" and "plain decimal" in error["hint"], (path, cap, error)
+        assert get(client, sid)["status"] == "awaiting_approval"
+        assert [s["series_id"] for s in client.get("/api/series").json()] == [sid]
+    # The files: a cap with whitespace is a diagnostic, and the project keeps its cap.
+    good = (root / "aqven.yaml").read_text()
+    for cap in SPACED_CAPS:
+        (root / "aqven.yaml").write_text(good.replace('spend_cap_usd: "1.00"', f"spend_cap_usd: {json.dumps(cap)}"))
+        _ws, found = check_workspace(root)
+        assert [(d.code, d.line) for d in found if d.file == "aqven.yaml"] == [("E_WRONG_TYPE", 4)], cap
+    (root / "aqven.yaml").write_text(good)
+    for cap in SPACED_CAPS:
+        (root / ".aqven" / "local.yaml").write_text(f"research:\n  spend_cap_usd: {json.dumps(cap)}\n")
+        _ws, found = check_workspace(root)
+        assert [(d.code, d.line) for d in found if d.file == ".aqven/local.yaml"] == [("E_WRONG_TYPE", 2)], cap
+    (root / ".aqven" / "local.yaml").unlink()
+
+
+def test_aqven_approve_refuses_a_cap_with_whitespace(tmp_path: Path) -> None:
+    """The real command: `aqven approve SID --cap " 1"` is refused by the server with a hint."""
+    from aqven.project.init import init_project
+
+    root = init_project(tmp_path / "lumen", "lumen")
+    env = cli_env(AQVEN_SIMULATE="1")
+    try:
+        body = ["reply_overpromise_risk", "--cases", "1", "--repeats", "1", "--cap", "3.00", "--json"]
+        paused = aqven("series", *body, cwd=root, env=env)
+        assert paused.returncode == 3, paused.stdout + paused.stderr
+        sid = json.loads(paused.stdout.strip().splitlines()[-1])["series_id"]
+        for cap in SPACED_CAPS:
+            out = aqven("approve", sid, "--cap", cap, "--yes", cwd=root, env=env)
+            text = out.stdout + out.stderr
+            assert out.returncode != 0 and "VALIDATION_ERROR" in text and "plain decimal" in text, (cap, text)
+        spaced = aqven("series", *body[:-3], "--cap", " 1", "--json", cwd=root, env=env)
+        assert spaced.returncode != 0 and "VALIDATION_ERROR" in spaced.stdout + spaced.stderr
+        from aqven.server.client import Client
+
+        state = Client(root).get(f"/api/series/{sid}")
+        assert state["status"] == "awaiting_approval" and state["approvals"] == []
+    finally:
+        stop_server(root)
 
 
 def test_an_absurd_cap_on_approve_is_refused_and_the_series_still_waits(tiny_env: Path, tmp_path: Path) -> None:

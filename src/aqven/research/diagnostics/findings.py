@@ -1,4 +1,5 @@
-"""`aqven check` for findings: E_FINDING_TAMPERED, W_FINDING_UNVERIFIED, E_SPLIT_CHANGED and W_FINDINGS_STALE."""
+"""`aqven check` for findings: E_FINDING_TAMPERED, E_FINDING_SERIES_MISSING, W_FINDING_UNVERIFIED, E_SPLIT_CHANGED
+and W_FINDINGS_STALE."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING
 from aqven.project.diagnostics import Diagnostic
 from aqven.project.paths import link_outside, rel, within
 from aqven.research.findings.records import FINDINGS_MD, read_findings, read_findings_md, split_hash
-from aqven.research.findings.verify import Verifier
+from aqven.research.findings.verify import SERIES_MISSING, Standing, Verifier
 from aqven.research.findings.writing import render_findings_md
 
 if TYPE_CHECKING:
@@ -24,11 +25,26 @@ def _package_line(root: Path) -> int:
     return next((i for i, line in enumerate(lines, start=1) if line.startswith("package:")), 1)
 
 
+def _key_line(path: Path, key: str) -> int:
+    """The line of a top-level key of a finding file (1 when it cannot be read)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 1
+    return next((i for i, line in enumerate(lines, start=1) if line.startswith(f"{key}:")), 1)
+
+
+HINTS = {
+    SERIES_MISSING: "a finding is written by a held-out series that ran on this machine: delete this file if it was "
+    "made up; if it was written on another machine, run `aqven check` there",
+}
+
+
 def check_findings(ws: Workspace) -> list[Diagnostic]:
     root = ws.project.root
     findings = read_findings(root)
     out: list[Diagnostic] = []
-    ok: dict[Path, bool] = {}
+    standing: dict[Path, Standing] = {}
     split_changed: list[str] = []
     current_split = split_hash(ws.project.split_package)
     with Verifier(root) as verifier:
@@ -37,17 +53,20 @@ def check_findings(ws: Workspace) -> list[Diagnostic]:
                 out.append(Diagnostic.from_error(link_outside(root, path)))
                 continue
             result = verifier.verify(path, data)
-            ok[path] = result.ok
+            standing[path] = result.standing
             if not result.ok:
                 out.append(
                     Diagnostic(
-                        code="E_FINDING_TAMPERED",
+                        code=result.code,
                         severity="error",
                         file=rel(root, path),
-                        line=1,
+                        line=_key_line(path, "series_id") if result.code == SERIES_MISSING else 1,
                         message=f"this finding does not verify: {result.problem}",
-                        hint="restore it with git (`git checkout -- FILE`); to revise a finding, run a new series on "
-                        "held-out cases",
+                        hint=HINTS.get(
+                            result.code,
+                            "restore it with git (`git checkout -- FILE`); to revise a finding, run a new series on "
+                            "held-out cases",
+                        ),
                     )
                 )
                 continue
@@ -84,7 +103,7 @@ def check_findings(ws: Workspace) -> list[Diagnostic]:
     if md.is_file() and not within(root, md):
         out.append(Diagnostic.from_error(link_outside(root, md)))
     elif findings or md.is_file():
-        expected = render_findings_md(root, findings, verified=lambda p, _d: ok.get(p, False))
+        expected = render_findings_md(root, findings, verified=lambda p, _d: standing.get(p, "refused"))
         current = read_findings_md(root)
         if current != expected:
             out.append(

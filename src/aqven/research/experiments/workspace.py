@@ -25,8 +25,9 @@ class Workspace:
     load_diagnostics: list[Diagnostic] = field(default_factory=list)
     _cases: dict[str, dict[str, Case]] = field(default_factory=dict)
     _case_bytes: dict[tuple[str, str], bytes] = field(default_factory=dict, repr=False)
-    # Per series: the hash of its inputs as this loaded workspace has them (research/experiments/inputs.py).
-    inputs_hashes: dict[str, str] = field(default_factory=dict)
+    # Per series: its inputs' manifest as this loaded workspace has it, and the hash of its code files' last
+    # look (research/experiments/inputs.py attempt_inputs_hash).
+    inputs_hashes: dict[str, Any] = field(default_factory=dict)
     # What `aqven check` finds in the loaded files alone: (project checks, experiment checks), found once
     # (research/diagnostics/workspace.py loaded_diagnostics).
     checked: tuple[list[Diagnostic], list[Diagnostic]] | None = field(default=None, repr=False, compare=False)

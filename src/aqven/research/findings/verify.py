@@ -5,6 +5,12 @@ A forger who edits a finding can recompute its plain content hash. The seal is a
 `.aqven/finding.key`, which stays on the machine that ran the series (not in git), and the attempt records the
 verdict rests on are in that machine's database: there, every number of the finding is recomputed. Elsewhere (a
 clone) only the content hash can be checked, and `aqven check` says so.
+
+The key can be read by whoever can read `.aqven/`, so a seal alone proves nothing: a finding *verifies* only when
+its verdict was recomputed from its series stored here (`Verification.verifies`, the one rule FINDINGS.md's
+shelves, a judge's `validated_by` and every surface's `verifies` read). Where this project's database exists, a
+finding whose series is not in it is `E_FINDING_SERIES_MISSING` (made up, or written on another machine); where
+there is none (a clone), it is `W_FINDING_UNVERIFIED`. FINDINGS.md lists both only as "could not be verified".
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import yaml
 
@@ -63,11 +69,35 @@ def one_inputs_hash(attempts: list[AttemptRow]) -> bool:
     return len({a.inputs_hash for a in attempts if a.inputs_hash is not None}) <= 1
 
 
+TAMPERED = "E_FINDING_TAMPERED"
+SERIES_MISSING = "E_FINDING_SERIES_MISSING"
+
+#: Where a finding stands: it verifies (FINDINGS.md's shelves), it could not be verified here (FINDINGS.md lists it
+#: apart, never as a verdict), or it does not verify (left out).
+Standing = Literal["verified", "unverified", "refused"]
+
+
 @dataclass
 class Verification:
     ok: bool  # nothing this machine can check differs
     problem: str | None = None  # why it does not verify
     unchecked: str | None = None  # what could not be checked here (a clone: no key, no series)
+    code: str = TAMPERED  # the diagnostic of a problem
+    recomputed: bool = False  # its verdict was checked against its series stored in this machine's database
+
+    @property
+    def verifies(self) -> bool:
+        """The one rule: nothing differs and its verdict was recomputed here. A finding that only could not be
+        refuted (a clone, a made-up series) counts for nothing: no shelf of FINDINGS.md, no validated judge."""
+        return self.ok and self.recomputed
+
+    @property
+    def standing(self) -> Standing:
+        if self.verifies:
+            return "verified"
+        if self.ok or self.code == SERIES_MISSING:
+            return "unverified"
+        return "refused"
 
 
 def _plain(value: Any) -> Any:
@@ -122,20 +152,28 @@ class Verifier:
             return recomputed
         if recomputed.unchecked:
             unchecked.append(recomputed.unchecked)
-        return Verification(True, None, "; ".join(unchecked) or None)
+        return Verification(True, None, "; ".join(unchecked) or None, recomputed=recomputed.recomputed)
 
     def _recompute(self, data: dict[str, Any], version: int) -> Verification:
         store = self._store()
         sid = data.get("series_id")
-        if store is None or not isinstance(sid, str):
+        if store is None:  # a clone: nothing here to recompute from
             return Verification(
-                True, None, "its series is not in this machine's database, so its verdict was not recomputed"
+                True,
+                None,
+                "its series is not in this machine's database (there is none: .aqven/aqven.sqlite), so its verdict "
+                "was not recomputed",
             )
         try:
+            if not isinstance(sid, str):
+                raise NotFoundError(f"no series {sid!r}")
             s = store.get(sid)
         except NotFoundError:
             return Verification(
-                True, None, "its series is not in this machine's database, so its verdict was not recomputed"
+                False,
+                f"its series {sid} is not in this machine's database: it never ran here, so nothing it says can be "
+                "recomputed",
+                code=SERIES_MISSING,
             )
         if s.experiment_id != data.get("experiment_id") or s.on != "holdout" or s.kind != "experiment":
             return Verification(False, f"series {sid} in the database is not a held-out series of this experiment")
@@ -162,7 +200,7 @@ class Verifier:
         for key in ("cells", "comparisons"):
             if _plain(verdict.get(key, [])) != _plain(data.get(key, [])):
                 return Verification(False, f"its {key} differ from {source}")
-        return Verification(True)
+        return Verification(True, recomputed=True)
 
 
 def verified_findings(

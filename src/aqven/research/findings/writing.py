@@ -1,6 +1,8 @@
 """Writing findings: a sealed finding file and FINDINGS.md together, and FINDINGS.md regenerated from the files.
 
-FINDINGS.md lists only findings that verify (`aqven.research.findings.verify`). Both files are written to
+FINDINGS.md shelves only findings that verify (`aqven.research.findings.verify`, `Verification.standing`); one
+that could not be verified here is listed under "Could not be verified", without its verdict or sentence, and one
+that does not verify is left out. Both files are written to
 temporary files first and then renamed; a crash between the renames leaves a stale FINDINGS.md, which the
 next server start regenerates (`regenerate`).
 """
@@ -25,7 +27,7 @@ from aqven.research.findings.records import (
     read_findings_md,
     seal,
 )
-from aqven.research.findings.verify import Verifier
+from aqven.research.findings.verify import Standing, Verifier
 
 
 def write_finding(root: Path, data: dict[str, Any]) -> Path:
@@ -67,7 +69,8 @@ SHELVES = (
 )
 
 
-Verified = Callable[[Path, dict[str, Any]], bool]
+Verified = Callable[[Path, dict[str, Any]], Standing]
+UNVERIFIED_HEADING = "## Could not be verified"
 
 
 def render_findings_md(
@@ -77,15 +80,17 @@ def render_findings_md(
     verified: Verified | None = None,
     trusted: Path | None = None,
 ) -> str:
-    """FINDINGS.md from the findings that verify (`verified`, by default research/findings/verify.py; `trusted`
-    is the one being written now): a section per failure_mode, with the shelves On holdout cases, Inconclusive
-    and Signals, then every held-out read of each experiment."""
+    """FINDINGS.md from the findings that verify (`verified` gives each one's standing, by default
+    research/findings/verify.py; `trusted` is the one being written now): a section per failure_mode, with the
+    shelves On holdout cases, Inconclusive and Signals, then every held-out read of each experiment, then the
+    findings that could not be verified here."""
     if verified is None:
         with Verifier(root) as verifier:
-            ok = {p: p == trusted or verifier.verify(p, d).ok for p, d in findings if d}
+            standing = {p: "verified" if p == trusted else verifier.verify(p, d).standing for p, d in findings if d}
     else:
-        ok = {p: p == trusted or verified(p, d) for p, d in findings if d}
-    valid = [(p, d) for p, d in findings if d and ok.get(p)]
+        standing = {p: "verified" if p == trusted else verified(p, d) for p, d in findings if d}
+    valid = [(p, d) for p, d in findings if d and standing.get(p) == "verified"]
+    unverified = [(p, d) for p, d in findings if d and standing.get(p) == "unverified"]
     by_mode: dict[str, list[tuple[Path, dict[str, Any]]]] = defaultdict(list)
     for path, data in valid:
         by_mode[str(data.get("failure_mode", "unspecified"))].append((path, data))
@@ -116,7 +121,26 @@ def render_findings_md(
                 lines.append(_line(root, path, data, series_count[same_cases_key(data)]))
             lines.append("")
     lines += _reads_section(valid)
+    lines += _unverified_section(root, unverified)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _unverified_section(root: Path, unverified: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """Findings whose verdict could not be recomputed here: named, never with their verdict or sentence (a made-up
+    finding sealed with the key in .aqven/ must not read as knowledge)."""
+    if not unverified:
+        return []
+    lines = [
+        UNVERIFIED_HEADING,
+        "",
+        "Their verdicts were not recomputed from a series stored on this machine, so they are not listed above: "
+        "`aqven check` on the machine that ran each series verifies it.",
+        "",
+    ]
+    for path, data in sorted(unverified, key=lambda pd: str(pd[0])):
+        lines.append(f"- `{data.get('experiment_id')}`: series `{data.get('series_id')}` [{rel(root, path)}]")
+    lines.append("")
+    return lines
 
 
 def _reads_section(valid: list[tuple[Path, dict[str, Any]]]) -> list[str]:

@@ -1,8 +1,9 @@
 """Dollar caps: how one is read from a request, and the project cap a person last confirmed.
 
 A cap is a plain decimal string ("2.00") or a JSON number, with at most 6 decimals, above 0 and at most
-`CAP_CEILING_USD`; anything else (exponents, underscores, non-ASCII digits, NaN, 1e999999999) is a
-`VALIDATION_ERROR` with a hint, never an exception deeper down.
+$1,000,000, nothing around it (`aqven.project.money`, the one grammar); anything else (whitespace,
+exponents, underscores, non-ASCII digits, NaN, 1e999999999) is a `VALIDATION_ERROR` with a hint, never an
+exception deeper down.
 
 The project cap new series get is the one a person last confirmed, kept in the person folder outside the project
 (`aqven.people.records`: an agent that edits `.aqven/` cannot raise it). A project without a record there starts
@@ -15,7 +16,6 @@ takes effect at once.
 from __future__ import annotations
 
 import contextlib
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -25,52 +25,31 @@ from typing import Any
 from aqven.errors import VALIDATION_ERROR, AqvenError
 from aqven.people import ConfirmedCap, load, updating
 from aqven.project.local import spend_cap
+from aqven.project.money import CAP_HINT, BadCap, plain_cap, within_ceiling
 
-CAP_CEILING_USD = Decimal("1000000")
-CAP_DECIMALS = 6
 DEFAULT_CAP_USD = Decimal("1.00")  # the spec's project cap when nothing a person confirmed can be read
-_PLAIN = re.compile(r"[0-9]{1,7}(?:\.[0-9]{1,20})?")  # ASCII digits only: no "1_000", "٣", "1e3"
 
 
-def _bad(cap_usd: Any, why: str) -> AqvenError:
-    shown = repr(cap_usd)
-    if len(shown) > 40:
-        shown = shown[:37] + "..."
-    return AqvenError(
-        f"cap_usd {why}, not {shown}",
-        code=VALIDATION_ERROR,
-        hint=f'give dollars as a plain decimal, e.g. "2.00": above 0, at most {CAP_DECIMALS} decimals, '
-        f"at most ${CAP_CEILING_USD:,}",
-        http_status=422,
-    )
+def _bad(error: BadCap) -> AqvenError:
+    return AqvenError(str(error), code=VALIDATION_ERROR, hint=CAP_HINT, http_status=422)
 
 
 def parse_cap(cap_usd: Any) -> Decimal | None:
-    """A cap from a request (a string or a JSON number), or None when none was given."""
+    """A cap from a request (a string or a JSON number), or None when none was given (the grammar:
+    `aqven.project.money`)."""
     if cap_usd is None:
         return None
-    if isinstance(cap_usd, bool) or not isinstance(cap_usd, str | int | float | Decimal):
-        raise _bad(cap_usd, "must be a decimal string or a number")
-    if isinstance(cap_usd, float):
-        text = repr(cap_usd)  # the shortest text of the number, never its binary value
-    elif isinstance(cap_usd, Decimal):
-        text = format(cap_usd, "f") if cap_usd.is_finite() else "nan"
-    else:
-        text = str(cap_usd).strip()
-    if not _PLAIN.fullmatch(text):
-        raise _bad(cap_usd, "must be a plain amount in dollars")
-    if "." in text and len(text.split(".", 1)[1].rstrip("0")) > CAP_DECIMALS:
-        raise _bad(cap_usd, f"has more than {CAP_DECIMALS} decimals")
-    cap = Decimal(text)
-    if cap <= 0:
-        raise _bad(cap_usd, "must be above 0")
-    check_ceiling(cap, cap_usd)
-    return cap
+    try:
+        return plain_cap(cap_usd)
+    except BadCap as exc:
+        raise _bad(exc) from None
 
 
 def check_ceiling(cap: Decimal, given: Any = None) -> None:
-    if cap > CAP_CEILING_USD:
-        raise _bad(given if given is not None else str(cap), f"is above the ceiling of ${CAP_CEILING_USD:,}")
+    try:
+        within_ceiling(cap, given)
+    except BadCap as exc:
+        raise _bad(exc) from None
 
 
 # ---- the confirmed project cap ----
@@ -118,11 +97,22 @@ def _write(root: Path, cap: Decimal, channel: str, confirmed: str | None = None,
         )
 
 
+def _confirmed(record: ConfirmedCap | None) -> Decimal | None:
+    """The confirmed cap of a person's record, read with the one cap grammar (None when unreadable)."""
+    if record is None:
+        return None
+    try:
+        return plain_cap(record.cap_usd)
+    except BadCap:
+        return None
+
+
 def confirmed_project_cap(root: Path, file_cap: Decimal | None) -> ProjectCap:
     """The project cap new series get, given what aqven.yaml says (`file_cap`) and the local override."""
     asked, source = spend_cap(root, file_cap)
     record = load(root).cap
-    if record is None:  # a new project (or a new clone, a new user): confirmed at what its files say
+    confirmed = _confirmed(record)
+    if record is None or confirmed is None:  # a new project (or a new clone, a new user): confirmed as it asks
         try:
             _write(root, asked, "initial")
         except (OSError, AqvenError, TimeoutError):
@@ -130,9 +120,9 @@ def confirmed_project_cap(root: Path, file_cap: Decimal | None) -> ProjectCap:
             # so no more than the spec's default until a person can confirm.
             return ProjectCap(min(asked, DEFAULT_CAP_USD), asked, source, None, None)
         record = load(root).cap
-        if record is None:
+        confirmed = _confirmed(record)
+        if record is None or confirmed is None:
             return ProjectCap(min(asked, DEFAULT_CAP_USD), asked, source, None, None)
-    confirmed = Decimal(record.cap_usd)
     if asked < confirmed:  # lowering takes effect at once, and is what a later raise is measured against
         with contextlib.suppress(OSError, AqvenError, TimeoutError):
             _write(root, asked, "lowered")

@@ -339,7 +339,7 @@ def _judge_accuracy(ws: Workspace, judge: CheckSpec | None) -> dict[str, Any] | 
         verified = {
             p
             for p, d in read_findings(ws.project.root)
-            if d and d.get("experiment_id") == judge.validated_by and verifier.verify(p, d).ok
+            if d and d.get("experiment_id") == judge.validated_by and verifier.verify(p, d).verifies
         }
     for path, data in read_findings(ws.project.root):
         if not (
@@ -372,7 +372,7 @@ def _validating_finding(ws: Workspace, validated_by: str | None) -> str | None:
                 and data.get("experiment_id") == validated_by
                 and data.get("verdict", {}).get("verdict") == "confirmed"
                 and path.exists()
-                and verifier.verify(path, data).ok
+                and verifier.verify(path, data).verifies  # recomputed here: a sealed made-up one counts for nothing
             ):
                 ended = str((data.get("scope") or {}).get("ended_at") or "")
                 if best is None or ended > best[0]:

@@ -28,6 +28,7 @@ from aqven import heap
 from aqven.engine.runner import Engine
 from aqven.models import rate_limit
 from aqven.models.gate import CpuGate, held
+from aqven.models.masked_output import mask_output
 from aqven.project.paths import DB_FILE, state_dir
 from aqven.project.watch import FINGERPRINT_EVERY_S, Fingerprint, fingerprint
 from aqven.research.experiments.workspace import Workspace
@@ -148,6 +149,7 @@ def main(argv: list[str]) -> None:
     inp = os.fdopen(os.dup(0), "rb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    mask_output()  # a key a project's code prints reaches the server's log masked
     logging.basicConfig(level=logging.WARNING, format=f"worker {os.getpid()}: %(levelname)s %(name)s %(message)s")
     rate_limit.share(workers)  # a provider's rpm / tpm are the server's: each worker keeps its share of them
     threading.Thread(target=_watch_parent, args=(server_pid,), name="aqven-worker-parent", daemon=True).start()

@@ -168,9 +168,13 @@ class FindingItem(Open):
     file: str
     intact: bool
     verifies: bool | None = Field(
-        default=None, description="its verdict recomputes from the stored series and its seal holds"
+        default=None,
+        description="its verdict was recomputed from its series stored on this machine and nothing differs "
+        "(false also when it could not be checked here: see unchecked)",
     )
-    problem: str | None = None
+    problem: str | None = Field(default=None, description="why it does not verify")
+    code: str | None = Field(default=None, description="the diagnostic of that problem (E_FINDING_*)")
+    unchecked: str | None = Field(default=None, description="what could not be checked on this machine")
     experiment_id: str | None = None
     series_id: str | None = None
     verdict: str | None = None

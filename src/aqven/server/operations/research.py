@@ -106,8 +106,10 @@ def findings(svc: ProjectService) -> FindingsOut:
             FindingItem(
                 file=str(path.relative_to(root)),
                 intact=bool(data and is_intact(data)),
-                verifies=result.ok,
+                verifies=result.verifies,
                 problem=result.problem,
+                code=None if result.ok else result.code,
+                unchecked=result.unchecked,
                 experiment_id=(data or {}).get("experiment_id"),
                 series_id=(data or {}).get("series_id"),
                 verdict=verdict.get("verdict"),

@@ -27,7 +27,7 @@ export function findingCard(f, want) {
   const comps = (f.comparisons || []).map(c => ({ label: diffLabel(c.variant, c.baseline), est: c.estimate, low: c.low, high: c.high, level: c.level, cls: clsOf(c.decision) }));
   return h('section', { class: 'card finding', 'data-file': f.file, tabindex: -1, style: want === f.file ? 'border-color:#2357c6' : null },
     h('h3', { style: 'margin-top:0' }, link('#/experiments/' + encodeURIComponent(f.experiment_id), f.experiment_id), ' ', badge(v.verdict), ' ', simBadge(sc.simulated),
-      ' ', f.intact && f.verifies !== false ? null : badge('does not verify: E_FINDING_TAMPERED', 'bad')),
+      ' ', f.verifies ? null : f.intact && !f.code ? badge('could not be verified here', 'warn') : badge('does not verify: ' + (f.code || 'E_FINDING_TAMPERED'), 'bad')),
     h('p', {}, h('q', {}, v.text)),
     kv([['failure mode', f.failure_mode], ['series', link('#/series/' + f.series_id, f.series_id)],
       ['scope', `${sc.cases} ${sc.on === 'holdout' ? 'held-out' : ''} cases × ${sc.repeats} repeats of ${sc.dataset}, ${sc.attempts} attempts, ${String(sc.started_at || '').slice(0, 10)}`],
