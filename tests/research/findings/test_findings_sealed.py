@@ -261,3 +261,16 @@ def test_a_made_up_finding_for_a_series_that_never_ran_is_an_error_and_never_con
     shelves, unverified = cloned_md.split("## Could not be verified")
     assert "### On holdout cases" not in shelves and "### Signals" not in shelves and MADE_UP in unverified
     assert "W_FINDINGS_STALE" in found_clone  # the FINDINGS.md it got shelves what cannot be verified here
+
+    # A colleague's machine: its own database (a series of its own), no finding key yet. Findings written elsewhere
+    # are not errors there (nothing of this machine's sealed them): they warn, block no series, and shelve nothing.
+    other = tmp_path / "colleague"
+    shutil.copytree(root, other, ignore=shutil.ignore_patterns(".aqven"))
+    with client_for(other) as client:
+        assert client.get("/api/project").status_code == 200  # its database now exists
+    assert (other / ".aqven" / "aqven.sqlite").is_file() and not (other / ".aqven" / "finding.key").exists()
+    found_other = diagnostics(other)
+    assert "E_FINDING_SERIES_MISSING" not in found_other and len(found_other["W_FINDING_UNVERIFIED"]) == 2
+    other_md = render_findings_md(other, findings.read_findings(other))
+    shelves, unverified = other_md.split("## Could not be verified")
+    assert MADE_UP in unverified and MADE_UP not in shelves

@@ -8,9 +8,10 @@ clone) only the content hash can be checked, and `aqven check` says so.
 
 The key can be read by whoever can read `.aqven/`, so a seal alone proves nothing: a finding *verifies* only when
 its verdict was recomputed from its series stored here (`Verification.verifies`, the one rule FINDINGS.md's
-shelves, a judge's `validated_by` and every surface's `verifies` read). Where this project's database exists, a
-finding whose series is not in it is `E_FINDING_SERIES_MISSING` (made up, or written on another machine); where
-there is none (a clone), it is `W_FINDING_UNVERIFIED`. FINDINGS.md lists both only as "could not be verified".
+shelves, a judge's `validated_by` and every surface's `verifies` read). A finding sealed with this machine's key
+whose series is not in this machine's database is `E_FINDING_SERIES_MISSING` (made up: whoever read the key sealed
+it). Where there is no database or no key here (a clone, or a colleague's machine), it is `W_FINDING_UNVERIFIED`
+and does not block a series; FINDINGS.md lists both only as "could not be verified", never as a verdict.
 """
 
 from __future__ import annotations
@@ -169,7 +170,14 @@ class Verifier:
                 raise NotFoundError(f"no series {sid!r}")
             s = store.get(sid)
         except NotFoundError:
-            return Verification(
+            if self.key is None:  # no seal of this machine's to check: written elsewhere, like a clone's
+                return Verification(
+                    True,
+                    None,
+                    f"its series {sid} is not in this machine's database and this machine has no finding key, so it "
+                    "was written elsewhere and its verdict was not recomputed",
+                )
+            return Verification(  # sealed with this machine's key, yet its series never ran here: made up
                 False,
                 f"its series {sid} is not in this machine's database: it never ran here, so nothing it says can be "
                 "recomputed",
