@@ -111,6 +111,8 @@ def test_a_finding_names_the_approvals_behind_it(tiny_env: Path, tmp_path: Path)
     assert (approval["channel"], approval["old_cap_usd"], approval["new_cap_usd"]) == ("terminal", "4.00", "4.00")
     key = person_key()
     assert key is not None and approval["person"] == key.name  # who approved spending above the project cap
+    md = (root / "FINDINGS.md").read_text()
+    assert f"Spending above its cap approved by {key.name} terminal (cap $4.00)." in md
 
 
 def test_no_mcp_tool_approves_stops_or_confirms() -> None:

@@ -193,6 +193,27 @@ def _line(root: Path, path: Path, data: dict[str, Any], verdicts: list[str]) -> 
     cases, repeats = scope.get("cases"), scope.get("repeats")
     return (
         f"- **{data['experiment_id']}**{sim}: “{data['verdict']['text']}” — {cases} case{'' if cases == 1 else 's'}"
-        f" × {repeats} repeat{'' if repeats == 1 else 's'} of `{scope.get('dataset')}`, {when}.{tally} "
-        f"[{data['series_id']}]({rel(root, path)})"
+        f" × {repeats} repeat{'' if repeats == 1 else 's'} of `{scope.get('dataset')}`, {when}.{tally}"
+        f"{_approved(data)} [{data['series_id']}]({rel(root, path)})"
     )
+
+
+#: How an approval was given, in FINDINGS.md's words (`store/approvals.py` records it).
+_HOW = {
+    ("studio", "passkey"): "with a passkey in Studio",
+    ("studio", "session"): "in Studio",
+    ("terminal", "tty"): "at a terminal",
+    ("terminal", "--yes"): "with `--yes`, no person asked",
+    ("rest", None): "with the server token, no person asked",
+}
+
+
+def _approved(data: dict[str, Any]) -> str:
+    """Who let the series spend above its cap, and how (nothing when no one had to)."""
+    said = [
+        f"{a.get('person') or 'someone'} {_HOW.get((a.get('channel'), a.get('confirmed')), a.get('channel'))}"
+        f" (cap ${a.get('new_cap_usd')})"
+        for a in data.get("approvals") or []
+        if isinstance(a, dict) and a.get("action") == "approve"
+    ]
+    return f" Spending above its cap approved by {'; '.join(said)}." if said else ""
