@@ -8,6 +8,7 @@ held-out series wait until it ended (while it runs its numbers move only at coar
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from datetime import datetime
@@ -354,6 +355,11 @@ class FinishEstimate(BaseModel):
     more_usd: str | None
     total_usd: str | None
     cap_to_finish_usd: str | None  # covers the total plus the reserves the runner holds for attempts side by side
+    double_usd: str | None = (
+        None  # what Approve sets by default: double the cap (the cap asked for, above the project's)
+    )
+    double_pauses_after: int | None = None  # about how many more attempts the default runs before it pauses again
+    decides: str | None = None  # what finishing can decide, in one sentence (None when nothing is known to say)
 
 
 def _cents_up(x: Decimal) -> Decimal:
@@ -379,9 +385,16 @@ def finish_estimate(svc: ProjectService, series_id: str) -> FinishEstimate:
     ]
     left = total - done
     spent = sum(costs, Decimal(0))
+    double = Decimal(s.cap_usd) if (s.pause or {}).get("reason") == "cap_above_project" else Decimal(s.cap_usd) * 2
     if not costs or spent <= 0:
         return FinishEstimate(
-            done=done, left=left, per_attempt_usd=None, more_usd=None, total_usd=None, cap_to_finish_usd=None
+            done=done,
+            left=left,
+            per_attempt_usd=None,
+            more_usd=None,
+            total_usd=None,
+            cap_to_finish_usd=None,
+            double_usd=str(double),
         )
     per = spent / len(costs)
     more = per * left
@@ -392,6 +405,9 @@ def finish_estimate(svc: ProjectService, series_id: str) -> FinishEstimate:
     reserve = per * 2 if is_sealed(s) and s.ended_at is None else max(costs)
     side_by_side = max(1, min(svc.project().config.concurrency, left))
     cap = (spent + reserve * left + reserve * side_by_side) / PAUSE_AT
+    # Under the doubled cap the attempts cost about the mean each, while the runner still holds a reserve for
+    # each one side by side: it pauses again once those reach 90% of it.
+    fits = int(max(Decimal(0), (double * PAUSE_AT - spent - reserve * side_by_side) / per))
     return FinishEstimate(
         done=done,
         left=left,
@@ -399,7 +415,24 @@ def finish_estimate(svc: ProjectService, series_id: str) -> FinishEstimate:
         more_usd=str(more.quantize(Decimal("0.0000001"))),
         total_usd=str((spent + more).quantize(Decimal("0.0000001"))),
         cap_to_finish_usd=str(_cents_up(cap)) if left else None,
+        double_usd=str(double),
+        double_pauses_after=fits if left and fits < left else None,
     )
+
+
+def what_finishing_decides(snap: dict[str, Any]) -> str | None:
+    """One sentence on what finishing a paused series can decide, from its (provisional) verdict: None when the
+    verdict has nothing to say about its size."""
+    verdict = snap.get("verdict") or {}
+    needed = verdict.get("cases_to_decide")
+    cases = int((snap.get("plan") or {}).get("cases") or 0)
+    side = "held-out" if snap.get("on") == "holdout" else "working"
+    if isinstance(needed, int) and cases and needed > cases:
+        return (
+            f"finishing cannot settle the margin with {cases} {side} case{'' if cases == 1 else 's'}: "
+            f"about {needed} are needed"
+        )
+    return None
 
 
 # ---- routes (included by routes_studio) ----
@@ -438,6 +471,10 @@ def get_distributions(series_id: str, svc: ProjectService = Depends(service_of))
 
 
 @router.get("/api/studio/series/{series_id}/finish")
-def get_finish(series_id: str, svc: ProjectService = Depends(service_of)) -> FinishEstimate:
-    """What finishing would cost at the cost per attempt so far, and a cap that lets it finish."""
-    return finish_estimate(svc, series_id)
+async def get_finish(series_id: str, svc: ProjectService = Depends(service_of)) -> FinishEstimate:
+    """What finishing would cost at the cost per attempt so far, a cap that lets it finish, what the default
+    (double) cap buys, and what finishing can decide."""
+    snap = await svc.series.get(series_id)
+    est = await asyncio.to_thread(finish_estimate, svc, series_id)
+    est.decides = what_finishing_decides(snap)
+    return est

@@ -258,6 +258,40 @@ def test_a_new_and_a_paused_series_are_not_decided_and_stop_asks_first(page: Any
     shot(page, "series-stopped")
 
 
+def test_the_approval_names_both_amounts_and_enough_to_finish_finishes(page: Any, server: tuple[Path, str]) -> None:
+    """Issue 29: no button approves an unnamed amount; the doubled cap is named with what it buys (it pauses
+    again before the end), "enough to finish" finishes without a second pause, and the panel says what finishing
+    can decide."""
+    _root, base = server
+    sid = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 12, "repeats": 1, "cap_usd": "0.002", "seed": 5})
+    assert settle(base, sid)["status"] == "awaiting_approval"
+    est = _get(base, f"/api/studio/series/{sid}/finish")
+    assert est["double_usd"] == "0.004" and est["double_pauses_after"] is not None
+    assert est["double_pauses_after"] < est["left"]  # the doubled cap would pause again before the end
+    open_page(page, base, f"series/{sid}")
+    page.wait_for_selector("#approve-finish")
+    double, finish = page.inner_text("#approve-double"), page.inner_text("#approve-finish")
+    assert double == "Approve $0.0040 (double)", double
+    assert finish.startswith("Approve $") and finish.endswith("— enough to finish"), finish
+    note = page.inner_text("#double-note")
+    n = est["double_pauses_after"]
+    said = "before another attempt can start" if n == 0 else f"after about {n} more attempt{'' if n == 1 else 's'}"
+    assert note == f"double pauses again {said}", note
+    assert page.inner_text("#approve").startswith("Approve $0.0040")  # the typed field's button names its amount
+    page.fill("#approve-cap", "0.05")
+    page.dispatch_event("#approve-cap", "input")
+    assert page.inner_text("#approve") == "Approve $0.050"
+    if est["decides"]:
+        assert page.inner_text("#finish-decides").startswith("Finishing cannot settle the margin with 12 working")
+    shot(page, "series-paused-two-amounts")
+    page.click("#approve-finish")
+    page.wait_for_selector("#approved-note")
+    final = settle(base, sid)
+    assert final["status"] == "done", final["status"]  # enough to finish: no second pause
+    assert [a["action"] for a in final["approvals"]] == ["approve"]
+    assert final["approvals"][0]["new_cap_usd"] == est["cap_to_finish_usd"]
+
+
 def test_an_approval_keeps_its_note_history_and_says_what_finishing_costs(page: Any, server: tuple[Path, str]) -> None:
     _root, base = server
     sid = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 12, "repeats": 1, "cap_usd": "0.002", "seed": 3})

@@ -62,11 +62,17 @@ export function pausePanel(sn, notice) {
   const twice = cap * 2;
   const suggested = p.reason === 'cap_above_project' ? sn.spend.cap_usd : (twice >= 1 ? twice.toFixed(2) : String(Number(twice.toPrecision(6))));
   const capIn = h('input', { id: 'approve-cap', type: 'text', inputmode: 'decimal', value: suggested, 'aria-describedby': 'approve-help' });
-  const out = h('div'), useBox = h('div');
-  const act = async (what) => {
+  const out = h('div'), useBox = h('div'), choices = h('div', { class: 'row', id: 'approve-choices' });
+  // No button approves an amount it does not name: the typed one says what it sets as it is typed.
+  const typed = h('button', { type: 'submit', class: 'primary', id: 'approve' });
+  const dflt = p.reason === 'cap_above_project' ? '(the cap it asked for)' : '(double)';
+  const name = () => { const v = capIn.value.trim(); typed.textContent = `Approve ${fmt.money(v || suggested)}` + (!v || v === suggested ? ` ${dflt}` : ''); };
+  capIn.addEventListener('input', name);
+  name();
+  const act = async (what, amount) => {
     if (what === 'stop' && !confirm(`Stop this series? Its ${sn.progress.attempts - sn.progress.done} queued attempts never run, its verdict is invalid (stopped at the cap) and no finding is written.`)) return;
-    const old = fmt.money(sn.spend.cap_usd), asked = capIn.value.trim();
-    replace(out, h('p', { class: 'muted' }, what === 'approve' ? 'Approving…' : 'Stopping…'));
+    const old = fmt.money(sn.spend.cap_usd), asked = what === 'approve' ? (amount || capIn.value.trim()) : '';
+    replace(out, h('p', { class: 'muted' }, what === 'approve' ? `Approving ${fmt.money(asked || suggested)}…` : 'Stopping…'));
     try {
       const body = what === 'approve' ? { cap_usd: asked || null } : {};
       const passkey = await proveAct(what, sn.series_id, what === 'approve' ? asked || 'default' : '');
@@ -85,21 +91,41 @@ export function pausePanel(sn, notice) {
     : p.reason === 'cap_above_project'
       ? `Its cap ${fmt.money(sn.spend.cap_usd)} is above the project cap ${fmt.money(sn.spend.project_cap_usd)}: nothing runs until a person approves.`
       : `Paused: ${p.reason || 'waiting'}.`;
+  // The two amounts a person weighs, side by side, each named, with what each buys.
+  const offer = est => {
+    const double = est.double_usd || suggested;
+    const doubleSays = p.reason === 'cap_above_project' ? 'the cap the series asked for'
+      : est.double_pauses_after === 0 ? 'double pauses again before another attempt can start'
+      : est.double_pauses_after !== null && est.double_pauses_after !== undefined
+        ? `double pauses again after about ${est.double_pauses_after} more attempt${est.double_pauses_after === 1 ? '' : 's'}`
+        : est.cap_to_finish_usd ? 'double is enough to finish' : 'double the old cap';
+    replace(choices,
+      h('div', { class: 'field' }, h('button', { type: 'button', class: 'primary', id: 'approve-double', onclick: () => act('approve', double) }, `Approve ${fmt.money(double)}${p.reason === 'cap_above_project' ? '' : ' (double)'}`),
+        h('div', { class: 'muted', id: 'double-note' }, doubleSays)),
+      est.cap_to_finish_usd && p.reason !== 'cap_above_project' ? h('div', { class: 'field' },
+        h('button', { type: 'button', class: 'primary', id: 'approve-finish', onclick: () => act('approve', est.cap_to_finish_usd) }, `Approve ${fmt.money(est.cap_to_finish_usd)} — enough to finish`),
+        h('div', { class: 'muted' }, `about ${fmt.money(est.more_usd)} more for the ${est.left} attempts left`)) : null,
+      est.decides ? h('p', { class: 'note warn', id: 'finish-decides' }, est.decides[0].toUpperCase() + est.decides.slice(1) + '.') : null);
+  };
+  const finishBox = loadFinish(sn, est => {
+    offer(est);
+    if (p.reason === 'cap_above_project') return h('span');
+    useBox.appendChild(h('button', { type: 'button', id: 'use-finish-cap', onclick: () => { capIn.value = est.cap_to_finish_usd; name(); capIn.focus(); } }, `Use ${fmt.money(est.cap_to_finish_usd)} (enough to finish)`));
+    return h('span', { id: 'finish-estimate' }, `about ${fmt.money(est.more_usd)} more for the ${est.left} attempts left (${fmt.money(est.total_usd)} in all, at ${fmt.money(est.per_attempt_usd)} an attempt so far): a cap of ${fmt.money(est.cap_to_finish_usd)} lets it finish`);
+  });
   return h('section', { class: 'card note warn', id: 'approval', 'aria-labelledby': 'approval-h' },
     h('h2', { id: 'approval-h', style: 'margin-top:0' }, 'Waiting for your approval'),
     h('p', {}, reason),
     kv([['reason', h('code', {}, p.reason || '')], ['spent', fmt.money(p.spent_usd || sn.spend.usd) + (sn.spend.lower_bound ? ' (a lower bound)' : '')], ['cap', fmt.money(sn.spend.cap_usd)],
       ['done', `${sn.progress.done} of ${sn.progress.attempts} attempts`],
-      p.reason === 'cap_above_project' ? null : ['to finish', loadFinish(sn, est => {
-        useBox.appendChild(h('button', { type: 'button', id: 'use-finish-cap', onclick: () => { capIn.value = est.cap_to_finish_usd; capIn.focus(); } }, `Use ${fmt.money(est.cap_to_finish_usd)} (enough to finish)`));
-        return h('span', { id: 'finish-estimate' }, `about ${fmt.money(est.more_usd)} more for the ${est.left} attempts left (${fmt.money(est.total_usd)} in all, at ${fmt.money(est.per_attempt_usd)} an attempt so far): a cap of ${fmt.money(est.cap_to_finish_usd)} lets it finish`);
-      })]]),
+      p.reason === 'cap_above_project' ? null : ['to finish', finishBox]]),
+    choices,
     h('form', { onsubmit: ev => { ev.preventDefault(); act('approve'); } },
       h('div', { class: 'row' },
-        h('div', { class: 'field' }, h('label', { for: 'approve-cap' }, 'New cap (USD)'), capIn,
+        h('div', { class: 'field' }, h('label', { for: 'approve-cap' }, 'Or another cap (USD)'), capIn,
           h('div', { id: 'approve-help', class: 'muted' }, p.reason === 'cap_above_project' ? 'the cap the series asked for' : 'double the old cap unless you type another'),
           useBox),
-        h('div', { class: 'field', style: 'align-self:center' }, h('button', { type: 'submit', class: 'primary', id: 'approve' }, 'Approve'), ' ',
+        h('div', { class: 'field', style: 'align-self:center' }, typed, ' ',
           h('button', { type: 'button', class: 'danger', id: 'stop', onclick: () => act('stop') }, 'Stop…')))),
     out);
 }
