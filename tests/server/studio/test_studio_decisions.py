@@ -14,6 +14,7 @@ import math
 import re
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -419,3 +420,34 @@ def test_a_chat_error_is_shown_as_an_error(browser: Any, server: tuple[Path, str
     context.close()
     # The browser logs the 502 it was given; nothing else may reach the console.
     assert [e for e in errors if "502" not in e] == [], errors
+
+
+def test_research_and_the_experiment_lead_with_the_standing_finding(page: Any, server: tuple[Path, str]) -> None:
+    """Issue 29: the held-out finding that verifies comes first, with its interval, cases, date, freshness and a
+    line of cost per variant; explorations after it."""
+    _root, base = server
+    sid = start(base, {"experiment_id": MISTRAL, "on": "holdout", "cases": 8, "repeats": 1, "seed": 11})
+    done = settle(base, sid)
+    assert done["status"] == "done" and done["finding"], done["status"]
+    [st] = [s for s in _get(base, "/api/studio/standing") if s["experiment_id"] == MISTRAL]
+    assert st["series_id"] == sid and st["cases"] == 8 and st["fresh"] is True
+    assert st["low"] is not None and st["low"] <= st["estimate"] <= st["high"]
+    costs = {c["variant"]: c for c in st["costs"]}
+    gpt, mistral = Decimal(costs["gpt"]["spend_usd"]), Decimal(costs["mistral"]["spend_usd"])
+    assert gpt > mistral > 0  # the showcase's mistral is the cheaper model
+    pct = ((gpt - mistral) / gpt * 100).quantize(Decimal("1"))
+    words = {"confirmed": "not worse", "refuted": "worse", "inconclusive": "undecided"}[st["verdict"]]
+    assert costs["mistral"]["line"] == f"mistral: {words}, {pct}% cheaper"
+    assert costs["gpt"]["line"].startswith("gpt: the baseline, $")
+
+    open_page(page, base, "research")
+    row = page.locator(f"#experiments tr[data-experiment='{MISTRAL}']")
+    cell = row.locator("td.standing-cell").inner_text()
+    assert st["verdict"] in cell and "8 held-out cases" in cell and f"mistral: {words}, {pct}% cheaper" in cell
+    assert row.locator("td").nth(1).inner_text() == cell  # right after the experiment's name
+    open_page(page, base, f"experiments/{MISTRAL}")
+    card = page.inner_text("#standing")
+    assert card.startswith("Standing finding") and st["text"][:40] in card and "unchanged" in card
+    first_cards = page.locator("main section.card, main div.card").all_inner_texts()
+    assert first_cards[0].startswith("Standing finding")  # before the question and the Launch panel
+    shot(page, "experiment-standing-finding")

@@ -199,7 +199,7 @@ def _line(root: Path, path: Path, data: dict[str, Any], verdicts: list[str]) -> 
 
 
 #: How an approval was given, in FINDINGS.md's words (`store/approvals.py` records it).
-_HOW = {
+_HOW: dict[tuple[Any, Any], str] = {
     ("studio", "passkey"): "with a passkey in Studio",
     ("studio", "session"): "in Studio",
     ("terminal", "tty"): "at a terminal",

@@ -66,6 +66,8 @@ class QuestionKindSpec:
     """The line is ``bound ± margin`` (threshold, by direction) or ``margin_sign × margin`` (paired)."""
     claims: tuple[str, str, str] = ("", "", "")
     """The sentence's words for confirmed, refuted, inconclusive."""
+    short: tuple[str, str, str] = ("", "", "")
+    """A word or two for confirmed, refuted, inconclusive, where a verdict stands beside its cost ("not worse")."""
     floor: FloorKind | None = None
     """The zero-failure floor of its launch plan, or None when no sample of agreeing cases clears its line."""
     agreement: bool = False
@@ -81,6 +83,7 @@ QUESTION_KINDS: Final[dict[str, QuestionKindSpec]] = {
             decides=True,
             needs_bound=True,
             claims=("{head}, {side} {line}", "{head}, not {side} {line}", "{head}, which straddles {line}"),
+            short=("holds", "does not hold", "undecided"),
             floor="all",
             agreement=True,
         ),
@@ -93,6 +96,7 @@ QUESTION_KINDS: Final[dict[str, QuestionKindSpec]] = {
                 "{variant} does not beat {baseline} on {metric}{by} {nums}",
                 "whether {variant} beats {baseline} on {metric}{by} is open {nums}",
             ),
+            short=("better", "not better", "undecided"),
         ),
         QuestionKindSpec(
             name="noninferior",
@@ -105,6 +109,7 @@ QUESTION_KINDS: Final[dict[str, QuestionKindSpec]] = {
                 "{variant} is worse than {baseline} on {metric}{or_more} {nums}",
                 "whether {variant} is worse than {baseline} on {metric}{by} is open {nums}",
             ),
+            short=("not worse", "worse", "undecided"),
             floor="agree",
         ),
     )

@@ -4,9 +4,10 @@ import { api } from './api.js';
 import { go, state } from './nav.js';
 import { statusOf } from './decision.js';
 import { capPendingNote, questionText, seriesTable } from './widgets.js';
+import { standingByExperiment, standingCard, standingCell } from './standing.js';
 
 export async function pageResearch() {
-  const [exps, series] = await Promise.all([api('/api/experiments'), api('/api/series?limit=50')]);
+  const [exps, series, stand] = await Promise.all([api('/api/experiments'), api('/api/series?limit=50'), standingByExperiment()]);
   const last = {};
   series.forEach(sr => { if (sr.experiment_id && !last[sr.experiment_id]) last[sr.experiment_id] = sr; });
   const paused = series.filter(sr => sr.status === 'awaiting_approval');
@@ -16,9 +17,10 @@ export async function pageResearch() {
     paused.length ? h('div', { class: 'note warn' }, h('b', {}, `${paused.length} series wait for your approval: `), paused.map((sr, i) => [i ? ', ' : '', link('#/series/' + sr.series_id, `${sr.experiment_id} (${sr.series_id})`)])) : null,
     h('h2', {}, 'Experiments'),
     h('table', { id: 'experiments' },
-      h('thead', {}, h('tr', {}, ['experiment', 'failure mode', 'question', 'factor', 'latest series'].map(t => h('th', {}, t)))),
-      h('tbody', {}, exps.map(e => h('tr', {},
+      h('thead', {}, h('tr', {}, ['experiment', 'standing finding', 'failure mode', 'question', 'factor', 'latest exploration'].map(t => h('th', {}, t)))),
+      h('tbody', {}, exps.map(e => h('tr', { 'data-experiment': e.id },
         h('td', {}, link('#/experiments/' + encodeURIComponent(e.id), e.id)),
+        h('td', { class: 'standing-cell' }, standingCell(stand[e.id])),
         h('td', {}, e.failure_mode),
         h('td', {}, e.question.kind, ': ', questionText(e.question)),
         h('td', {}, e.caption, h('div', { class: 'muted' }, `${e.variants.length} variant${e.variants.length > 1 ? 's' : ''}`)),
@@ -37,11 +39,12 @@ export function variantsTable(e) {
 }
 
 export async function pageExperiment(id) {
-  const [e, project] = await Promise.all([api('/api/experiments/' + encodeURIComponent(id)), api('/api/project')]);
+  const [e, project, stand] = await Promise.all([api('/api/experiments/' + encodeURIComponent(id)), api('/api/project'), standingByExperiment()]);
   const subj = e.subject;
   return [
     h('h1', {}, 'Experiment ', h('code', {}, e.id)),
     h('p', { class: 'sub' }, 'failure mode ', badge(e.failure_mode, 'warn'), ' · ', h('span', { class: 'mono' }, e.file)),
+    standingCard(stand[id]),
     h('div', { class: 'card' }, h('h2', { style: 'margin-top:0' }, 'Question'), h('p', {}, e.description),
       kv([['asks', `${e.question.kind}: ${questionText(e.question)}`],
         ['subject', [link('#/flows/' + encodeURIComponent(subj.flow), subj.flow), subj.from || subj.to ? ` range ${subj.from || 'start'} → ${subj.to || 'end'}` : ' (the whole flow)']],
