@@ -56,7 +56,8 @@ class ProjectRecord:
         return next((p for p in self.passkeys if p.id == credential_id), None)
 
 
-def _path(root: Path) -> Path:
+def record_path(root: Path) -> Path:
+    """The file of a project's person record."""
     return person_dir() / "projects" / f"{project_id(root)}.json"
 
 
@@ -93,14 +94,14 @@ def load(root: Path) -> ProjectRecord:
     """The person record of the project at `root` (empty when none was written, or the folder is unsafe)."""
     if unsafe_for(root):
         return ProjectRecord(root=str(root.resolve()))
-    return _parse(root, read_json(_path(root)))
+    return _parse(root, read_json(record_path(root)))
 
 
 @contextmanager
 def updating(root: Path) -> Iterator[ProjectRecord]:
     """Read the record under its lock, let the caller change it, and write it back (not on an exception)."""
     refuse_unsafe(root)
-    path = _path(root)
+    path = record_path(root)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with FileLock(str(path.with_suffix(".lock")), timeout=10, mode=0o600):
         record = _parse(root, read_json(path))

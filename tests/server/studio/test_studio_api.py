@@ -370,3 +370,26 @@ def test_pages_past_the_end_are_refused_not_a_server_error(client: TestClient) -
         r = client.get(path)
         assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR", r.text
     assert client.get("/api/studio/runs?page=1000000").json()["items"] == []
+
+
+def test_the_check_is_kept_until_what_it_reads_changes(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: the Overview asks for `aqven check` on every load; it runs again only when a file it reads changed."""
+    from aqven.server.operations import project as operations
+
+    calls: list[Path] = []
+    real = operations.check_workspace
+
+    def counted(root: Path) -> Any:
+        calls.append(root)
+        return real(root)
+
+    monkeypatch.setattr(operations, "check_workspace", counted)
+    operations._CHECKED.clear()
+    first = client.get("/api/check").json()
+    again = client.get("/api/check").json()
+    assert first == again and len(calls) == 1
+    root = client.app.state.service.root  # type: ignore[attr-defined]
+    agent = root / "agents" / "gpt.yaml"
+    agent.write_text(agent.read_text() + "\nnot_a_key: 1\n")
+    edited = client.get("/api/check").json()
+    assert len(calls) == 2 and edited != first and any(d["file"] == "agents/gpt.yaml" for d in edited["diagnostics"])

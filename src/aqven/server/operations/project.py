@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 from aqven.engine.compile import FlowCompiler
 from aqven.engine.compiled import CompiledNode
 from aqven.errors import NotFoundError
+from aqven.people.records import record_path
+from aqven.project.paths import state_dir
+from aqven.project.watch import tree_fingerprint
 from aqven.research.diagnostics.workspace import check_workspace
 from aqven.research.launch.caps import confirm_project_cap, confirmed_project_cap
 from aqven.server.operations.models import (
@@ -51,11 +56,35 @@ def confirm_cap(svc: ProjectService, cap_usd: str | int | float, who: Approver) 
     return project_info(svc)
 
 
+#: The last `aqven check` of each project, kept while nothing it reads changed (its files, .aqven/local.yaml and
+#: the finding key, the person record, and the database's ended series and approvals): Studio's Overview asks for
+#: it on every load, and a check reads and compiles every file (2.7 s on the showcase).
+_CHECKED: dict[Path, tuple[Hashable, CheckOut]] = {}
+
+
+def _check_key(svc: ProjectService) -> Hashable:
+    state = state_dir(svc.root)
+    files = tree_fingerprint(svc.root, also=(state / "local.yaml", state / "finding.key", record_path(svc.root)))
+    row = svc.db.query_one(
+        "SELECT (SELECT COUNT(*) FROM series WHERE ended_at IS NOT NULL) AS ended,"
+        " (SELECT COUNT(*) FROM approvals) AS approvals,"
+        " (SELECT COUNT(*) FROM human_answers WHERE proof IS NOT NULL) AS answers"
+    )
+    return files, tuple(row) if row is not None else ()
+
+
 def check(svc: ProjectService) -> CheckOut:
-    """`aqven check` of the project's files (reads and compiles them all: call it off the event loop)."""
+    """`aqven check` of the project's files (reads and compiles them all: call it off the event loop); the last
+    result while nothing it reads changed."""
+    key = _check_key(svc)
+    kept = _CHECKED.get(svc.root)
+    if kept is not None and kept[0] == key:
+        return kept[1]
     _ws, diagnostics = check_workspace(svc.root)
     errors = sum(d.severity == "error" for d in diagnostics)
-    return CheckOut(ok=errors == 0, errors=errors, warnings=len(diagnostics) - errors, diagnostics=diagnostics)
+    out = CheckOut(ok=errors == 0, errors=errors, warnings=len(diagnostics) - errors, diagnostics=diagnostics)
+    _CHECKED[svc.root] = (key, out)
+    return out
 
 
 def _node_json(node: CompiledNode) -> dict[str, Any]:
