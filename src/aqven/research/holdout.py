@@ -10,16 +10,28 @@ streams, the Studio chat tools and the series code (`series_start.py`, `series_e
 * a run stored without a side (written before sides were stored) that ran a named case counts as held out;
 * a run of a held-out case is not started (`HOLDOUT_HIDDEN`): held-out cases run only inside a series;
 * `NOT_RUNNABLE` problems name held-out cases only by a label (`<held-out case 1>`) and count them;
-* the error of a failed series gives the run and case only when its first failing attempt is on dev.
+* the error of a failed series gives the run and case only when its first failing attempt is on dev;
+* a look that names a held-out case is refused before anything runs (`HOLDOUT_LOOK_REFUSED`): a look is no read
+  of held-out cases (those are series on holdout, announced and listed), and its numbers are one case's result;
+* while a held-out series runs, everything that tells how one of its attempts ended moves only at its coarse
+  steps (every 10% of its attempts, at least 20): its numbers, its counts of attempts and runs by outcome or status
+  on every surface, and its spend, tokens and spend curve. The step stores them (`step_record`); surfaces show
+  them through `shown_spend`, `shown_attempt_count`, `sealed_run_count` and `SEALED_RUN_SQL`. Once it ended, exact
+  figures show, as its verdict does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
-from aqven.errors import HOLDOUT_HIDDEN, AqvenError
+from aqven.errors import HOLDOUT_HIDDEN, HOLDOUT_LOOK_REFUSED, AqvenError
 from aqven.project.split import side_of
+from aqven.store.db import Database
+from aqven.store.runs import RUN_OUTCOME_SQL
+from aqven.store.series_records import SeriesRow
 
 HINT = "held-out cases are never shown one by one; run the series on dev to inspect cases"
 #: Error codes whose messages AQVEN writes without anything of the case (shown even for a held-out attempt).
@@ -42,6 +54,13 @@ class HoldoutHidden(AqvenError):
     """Something of a held-out case was asked for one by one."""
 
     code = HOLDOUT_HIDDEN
+    http_status = 403
+
+
+class HoldoutLookRefused(AqvenError):
+    """A look named a held-out case: looks run working (dev) cases only."""
+
+    code = HOLDOUT_LOOK_REFUSED
     http_status = 403
 
 
@@ -85,6 +104,19 @@ def check_case(package: str | None, case_name: object) -> None:
             "that case is held out: a run of it alone would show a held-out case",
             hint="run working (dev) cases (GET /api/datasets/{id}, MCP get_dataset, lists them); held-out cases "
             "run only inside a series",
+        )
+
+
+def check_look(sides: Iterable[str]) -> None:
+    """Raise `HOLDOUT_LOOK_REFUSED` when a look's named cases (their sides today) hold a held-out one. Which of them
+    is not said: the caller knows what it sent, and nothing more is shown."""
+    held = sum(side != "dev" for side in sides)
+    if held:
+        raise HoldoutLookRefused(
+            f"a look runs working (dev) cases only, and {held} of the cases named {'is' if held == 1 else 'are'} "
+            "held out: nothing ran",
+            hint="look at working (dev) cases (GET /api/datasets/{id} and MCP get_dataset list them); to measure on "
+            'held-out cases, run a series of an experiment with "on": "holdout"',
         )
 
 
@@ -144,3 +176,99 @@ def series_error_view(error: Any) -> Any:
         return error
     message = error.get("message") if error.get("code") in PLAIN_MESSAGES else HIDDEN_MESSAGE
     return {**error, "run_id": None, "message": message}
+
+
+# ---- a held-out series that still runs: what moves only at its coarse steps ----
+
+# While a held-out series runs, its numbers move only at coarse steps: every 10% of its attempts, and never with
+# fewer than 20 new attempts, so the change between two reads never belongs to one attempt.
+COARSE_PARTS = 10  # a step is a tenth of the attempts ...
+COARSE_MIN = 20  # ... and at least 20 attempts
+_SEALED_SERIES = "SELECT id FROM series WHERE kind='experiment' AND on_side='holdout' AND ended_at IS NULL"
+#: The SQL condition on the runs table: the run is an attempt of a held-out series that still runs. Counts of runs
+#: leave these out and add `sealed_run_count` (as of each such series' last step) instead.
+SEALED_RUN_SQL = f"COALESCE(series_id IN ({_SEALED_SERIES}), 0)"
+
+
+def coarse_step(attempts: int) -> int:
+    """How many attempts must finish between two refreshes of a held-out series' numbers."""
+    return max(COARSE_MIN, -(-attempts // COARSE_PARTS))
+
+
+def is_sealed(s: SeriesRow) -> bool:
+    """A series whose numbers are shown only at coarse steps while it runs: an experiment on held-out cases."""
+    return s.kind == "experiment" and s.on == "holdout"
+
+
+def sealed_now(s: SeriesRow) -> bool:
+    """A held-out series that has not ended: only its coarse steps may be shown."""
+    return is_sealed(s) and s.ended_at is None
+
+
+def step_record(db: Database, series_id: str) -> dict[str, Any]:
+    """What a coarse step freezes beside the numbers: the series' attempts and runs counted by every column a
+    listing filters them on (as groups with their count `n`)."""
+    with db.reading() as conn:
+        attempts = conn.execute(
+            "SELECT variant_id, status, NULLIF(outcome, '') AS outcome, SUM(n) AS n FROM series_cells"
+            " WHERE series_id=? GROUP BY 1, 2, 3 HAVING SUM(n) > 0",
+            (series_id,),
+        ).fetchall()
+        runs = conn.execute(
+            f"SELECT flow_id, status, {RUN_OUTCOME_SQL} AS outcome, COUNT(*) AS n FROM runs WHERE series_id=?"
+            " GROUP BY 1, 2, 3",
+            (series_id,),
+        ).fetchall()
+    return {"attempt_groups": [dict(r) for r in attempts], "run_groups": [dict(r) for r in runs]}
+
+
+def _count(groups: Iterable[Mapping[str, Any]], filters: Mapping[str, Any]) -> int:
+    """The groups' count that match every filter given (None: not filtered)."""
+    return sum(int(g["n"]) for g in groups if all(v is None or g.get(k) == v for k, v in filters.items()))
+
+
+def shown_attempt_count(s: SeriesRow, **filters: str | None) -> int:
+    """How many attempts of a running held-out series match `filters` (variant_id, status, outcome), as of its
+    last coarse step; before the first step every attempt counts as queued."""
+    view = s.sealed_view or {}
+    groups = view.get("attempt_groups")
+    if groups is None:
+        per_variant = len(s.plan.cases) * s.plan.repeats
+        groups = [{"variant_id": v, "status": "queued", "outcome": None, "n": per_variant} for v in s.plan.variants]
+    return _count(groups, filters)
+
+
+def sealed_run_groups(db: Database, series_id: str | None = None) -> list[dict[str, Any]]:
+    """The runs of every held-out series that still runs (or of `series_id` only), grouped as of each one's last
+    coarse step (flow_id, status, outcome, n)."""
+    sql = _SEALED_SERIES if series_id is None else f"{_SEALED_SERIES} AND id=?"
+    params = () if series_id is None else (series_id,)
+    out: list[dict[str, Any]] = []
+    for row in db.query(f"SELECT sealed_view FROM series WHERE id IN ({sql})", params):
+        view = json.loads(row["sealed_view"]) if row["sealed_view"] else {}
+        out.extend(view.get("run_groups") or [])
+    return out
+
+
+def sealed_run_count(db: Database, *, series_id: str | None = None, **filters: str | None) -> int:
+    """How many runs of running held-out series match `filters` (flow_id, status, outcome), as of their steps."""
+    return _count(sealed_run_groups(db, series_id), filters)
+
+
+def shown_spend(s: SeriesRow, usd: Decimal, unpriced: int, tokens: int | None) -> tuple[Decimal, int, int | None]:
+    """(dollars, unpriced attempts, tokens) of a series as they may be shown: exact, except for a held-out series
+    that still runs, whose figures are those of its last coarse step (0 before the first), never rounded: an
+    output retry doubles an attempt's cost, so a figure that moved per attempt would tell which one failed. The
+    cap itself holds on the exact spend (the runner's tally); only what is shown waits for the step."""
+    if not sealed_now(s):
+        return usd, unpriced, tokens
+    step = (s.sealed_view or {}).get("spend") or {}
+    shown_tokens = int(step.get("tokens_used", 0)) if tokens is not None else None
+    return Decimal(str(step.get("usd", "0"))), int(step.get("unpriced_attempts", 0)), shown_tokens
+
+
+def shown_curve(s: SeriesRow) -> list[dict[str, Any]] | None:
+    """A running held-out series' spend curve: one point per coarse step reached (None: not such a series)."""
+    if not sealed_now(s):
+        return None
+    return list((s.sealed_view or {}).get("curve") or [])

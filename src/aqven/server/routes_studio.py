@@ -29,13 +29,23 @@ from aqven.project.local import simulate_enabled
 from aqven.research.experiments.inputs import plan_manifest, series_manifest, without_cases
 from aqven.research.findings.records import is_intact, read_findings, read_findings_md
 from aqven.research.findings.verify import verified_findings
-from aqven.research.holdout import HELD_OUT_RUN_SQL, run_held_out
-from aqven.research.series.view import is_sealed, snapshot
+from aqven.research.holdout import (
+    HELD_OUT_RUN_SQL,
+    SEALED_RUN_SQL,
+    run_held_out,
+    sealed_now,
+    sealed_run_count,
+    sealed_run_groups,
+    shown_attempt_count,
+    shown_curve,
+)
+from aqven.research.series.view import snapshot
 from aqven.server import chat, studio_views
 from aqven.server.deps import person_acting, service_of
 from aqven.server.operations import project, research
 from aqven.server.principals import PasskeyProof, answer_digest
 from aqven.server.service import ProjectService
+from aqven.store.runs import RUN_OUTCOME_SQL
 from aqven.store.series_records import ENDED
 from aqven.store.series_tally import finished_costs
 
@@ -93,7 +103,14 @@ def status(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
 def overview(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
     """The project and counts that link into every page (`aqven check` is GET /api/check, slower, read apart)."""
     db = svc.db
-    runs = {r["status"]: r["n"] for r in db.query("SELECT status, COUNT(*) AS n FROM runs GROUP BY status")}
+    # The runs of a held-out series that still runs are counted by status as of its last coarse step.
+    runs = {
+        r["status"]: r["n"]
+        for r in db.query(f"SELECT status, COUNT(*) AS n FROM runs WHERE NOT {SEALED_RUN_SQL} GROUP BY status")
+    }
+    for group in sealed_run_groups(db):
+        runs[group["status"]] = runs.get(group["status"], 0) + int(group["n"])
+    runs = {status: n for status, n in runs.items() if n}
     simulated_runs = db.query_one("SELECT COUNT(*) AS n FROM runs WHERE simulated=1")
     series = {r["status"]: r["n"] for r in db.query("SELECT status, COUNT(*) AS n FROM series GROUP BY status")}
     waiting = [
@@ -123,15 +140,10 @@ def overview(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
 # ---- runs ----
 
 
-#: A run's outcome as a person reads it: its attempt's (pass, fail: a check failed) or, by hand, the run's own.
-OUTCOME_SQL = (
-    "COALESCE((SELECT a.outcome FROM attempts a WHERE a.series_id = runs.series_id AND a.run_id = runs.id),"
-    " runs.outcome)"
-)
 RUN_COLUMNS = (
     "id, flow_id, status, created_at, started_at, ended_at, outcome, error_code, input_tokens, output_tokens,"
     " cost_usd, unpriced_calls, model_calls, simulated, series_id, case_name, dataset_id, side,"
-    f" {OUTCOME_SQL} AS attempt_outcome"
+    f" {RUN_OUTCOME_SQL} AS attempt_outcome"
 )
 
 
@@ -158,7 +170,7 @@ def runs_page(
         clauses.append("case_name LIKE ?")
         params.append(f"%{case}%")
     if outcome:
-        clauses.append(f"{OUTCOME_SQL} = ?")
+        clauses.append(f"{RUN_OUTCOME_SQL} = ?")
         params.append(outcome)
     if source == "series":
         clauses.append("series_id IS NOT NULL")
@@ -166,12 +178,12 @@ def runs_page(
         clauses.append("series_id IS NULL")
     # Runs that ran on the held-out side are never listed one by one (their side is stored with them): they are
     # only counted, apart from the filters' total, so neither a page nor a search by case name tells one apart.
-    where_all = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    hidden_row = svc.db.query_one(
-        f"SELECT COUNT(*) AS n FROM runs {where_all}{' AND ' if clauses else 'WHERE '}{HELD_OUT_RUN_SQL}",
-        tuple(params),
-    )
+    # Those of a held-out series that still runs are counted as of its last coarse step (research/holdout.py).
+    counted = [*clauses, HELD_OUT_RUN_SQL, f"NOT {SEALED_RUN_SQL}"]
+    hidden_row = svc.db.query_one(f"SELECT COUNT(*) AS n FROM runs WHERE {' AND '.join(counted)}", tuple(params))
     hidden = hidden_row["n"] if hidden_row else 0
+    if source != "hand":
+        hidden += sealed_run_count(svc.db, series_id=series_id, flow_id=flow_id, status=status, outcome=outcome)
     clauses.append(f"NOT {HELD_OUT_RUN_SQL}")
     where = f"WHERE {' AND '.join(clauses)}"
     total_row = svc.db.query_one(f"SELECT COUNT(*) AS n FROM runs {where}", tuple(params))
@@ -451,12 +463,9 @@ def series_payload(svc: ProjectService, series_id: str) -> dict[str, Any]:
     the experiment's factor caption and variant values."""
     s = svc.series.store.get(series_id)
     out = snapshot(s, svc.series.store, svc.runs, include_cases=True)
-    costs = finished_costs(svc.db, series_id)
-    if is_sealed(s) and s.ended_at is None:
-        # A running held-out series: its curve, like its numbers, stops at the last coarse step (each point
-        # is one attempt's cost, in the order they finished).
-        costs = costs[: int((s.sealed_view or {}).get("done", 0))]
-    out["spend_curve"] = spend_curve(costs, s.created_at)
+    # A running held-out series: one point per coarse step (a point per attempt would price each one).
+    curve = shown_curve(s)
+    out["spend_curve"] = curve if curve is not None else spend_curve(finished_costs(svc.db, series_id), s.created_at)
     out["experiment"] = _experiment_brief(svc, s.experiment_id)
     out["stop_reason"] = s.stop_reason
     out["project_cap"] = svc.series.project_cap_fields()  # whether aqven.yaml asks for more than was confirmed
@@ -523,14 +532,18 @@ def series_attempts(
     """A series' working (dev) attempts a page at a time. Held-out attempts are never listed one by one, not
     even without their case: an attempt's index, outcome or tokens would tell its case apart. They are only
     counted (`held_out`: how many match the filters), and the series page shows their aggregated table."""
-    svc.series.store.get(series_id)
+    s = svc.series.store.get(series_id)
     clauses, params = ["series_id=?"], [series_id]
     for col, val in (("variant_id", variant), ("outcome", outcome), ("status", status)):
         if val:
             clauses.append(f"{col}=?")
             params.append(val)
     where = " AND ".join(clauses)
-    held_row = svc.db.query_one(f"SELECT COUNT(*) AS n FROM attempts WHERE {where} AND side!='dev'", tuple(params))
+    if sealed_now(s):  # a held-out series that still runs: counted as of its last coarse step
+        held = shown_attempt_count(s, variant_id=variant, outcome=outcome, status=status)
+    else:
+        held_row = svc.db.query_one(f"SELECT COUNT(*) AS n FROM attempts WHERE {where} AND side!='dev'", tuple(params))
+        held = held_row["n"] if held_row else 0
     where += " AND side='dev'"
     total_row = svc.db.query_one(f"SELECT COUNT(*) AS n FROM attempts WHERE {where}", tuple(params))
     total = total_row["n"] if total_row else 0
@@ -542,7 +555,7 @@ def series_attempts(
     return {
         "items": [dict(r) for r in rows],
         "total": total,
-        "held_out": held_row["n"] if held_row else 0,
+        "held_out": held,
         "page": page,
         "per_page": per_page,
         "pages": max(1, -(-total // per_page)),

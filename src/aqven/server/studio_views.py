@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
 from aqven.errors import AqvenError
-from aqven.research.series.view import is_sealed
+from aqven.research.holdout import sealed_now
 from aqven.server.deps import service_of
 from aqven.server.service import ProjectService
 from aqven.store.series_tally import COUNTED
@@ -316,7 +316,7 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def distributions(svc: ProjectService, series_id: str) -> Distributions:
     s = svc.series.store.get(series_id)
-    if is_sealed(s) and s.ended_at is None:
+    if sealed_now(s):
         return Distributions(series_id=series_id, variants=[], sealed=True)
     rows = svc.db.query(
         "SELECT variant_id, cost_usd, started_at, ended_at FROM attempts WHERE series_id=? AND status='done'",
@@ -386,6 +386,15 @@ def finish_estimate(svc: ProjectService, series_id: str) -> FinishEstimate:
     left = total - done
     spent = sum(costs, Decimal(0))
     double = Decimal(s.cap_usd) if (s.pause or {}).get("reason") == "cap_above_project" else Decimal(s.cap_usd) * 2
+    priced = len(costs)
+    if sealed_now(s):
+        # A held-out series that still runs: the cost per attempt as of its last coarse step, never the exact
+        # spend (which would price each attempt as it ends and tell an output retry, a failure, apart).
+        view = s.sealed_view or {}
+        done = priced = int(view.get("done", 0))
+        left = total - done
+        spent = Decimal(str((view.get("spend") or {}).get("usd", "0")))
+        costs = [spent] if priced else []
     if not costs or spent <= 0:
         return FinishEstimate(
             done=done,
@@ -396,13 +405,13 @@ def finish_estimate(svc: ProjectService, series_id: str) -> FinishEstimate:
             cap_to_finish_usd=None,
             double_usd=str(double),
         )
-    per = spent / len(costs)
+    per = spent / priced
     more = per * left
     # The runner holds the dearest attempt's cost for each attempt side by side; a held-out series that still
     # runs shows no single attempt's cost, so it plans with twice the mean instead. The cap it offers ("enough
     # to finish") prices every attempt left at that reserve, not at the mean: the attempts left may be the dear
     # ones, and a cap offered as enough must not pause the series again unless an attempt costs more than any so far.
-    reserve = per * 2 if is_sealed(s) and s.ended_at is None else max(costs)
+    reserve = per * 2 if sealed_now(s) else max(costs)
     side_by_side = max(1, min(svc.project().config.concurrency, left))
     cap = (spent + reserve * left + reserve * side_by_side) / PAUSE_AT
     # Under the doubled cap the attempts cost about the mean each, while the runner still holds a reserve for

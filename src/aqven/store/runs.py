@@ -18,6 +18,12 @@ from aqven.store.approvals import Approver
 from aqven.store.db import Database
 from aqven.store.records import RunError, RunRecord, RunRequest, RunStatus, TraceEvent
 
+#: A run's outcome as a person reads it: its attempt's (pass, fail: a check failed) or, by hand, the run's own.
+RUN_OUTCOME_SQL = (
+    "COALESCE((SELECT a.outcome FROM attempts a WHERE a.series_id = runs.series_id AND a.run_id = runs.id),"
+    " runs.outcome)"
+)
+
 _second: tuple[int, str] = (-1, "")  # the last whole second formatted: a run writes ~10 timestamps per attempt
 
 
@@ -210,6 +216,7 @@ class RunStore:
         self,
         hidden_sql: str,
         *,
+        counted_sql: str | None = None,
         flow_id: str | None = None,
         status: str | None = None,
         series_id: str | None = None,
@@ -217,14 +224,16 @@ class RunStore:
         offset: int = 0,
     ) -> tuple[list[RunRecord], int]:
         """`list_runs` without the runs the SQL condition `hidden_sql` is true for (offset and limit count the
-        runs that are shown), and how many of the runs the filters match were left out."""
+        runs that are shown), and how many of the runs the filters match were left out (those `counted_sql` is
+        true for, when given: the caller counts the others its own way)."""
         where, params = _where(flow_id, status, series_id)
         shown_where = f"{where} AND NOT {hidden_sql}" if where else f"WHERE NOT {hidden_sql}"
         rows = self.db.query(
             f"SELECT * FROM runs {shown_where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
             (*params, limit, offset),
         )
-        hidden_where = f"{where} AND {hidden_sql}" if where else f"WHERE {hidden_sql}"
+        counted = counted_sql or hidden_sql
+        hidden_where = f"{where} AND {counted}" if where else f"WHERE {counted}"
         count = self.db.query_one(f"SELECT COUNT(*) AS n FROM runs {hidden_where}", params)
         return [self._record(r) for r in rows], int(count["n"]) if count else 0
 

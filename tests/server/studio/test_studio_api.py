@@ -377,7 +377,7 @@ def test_the_check_is_kept_until_what_it_reads_changes(client: TestClient, monke
     from aqven.server.operations import project as operations
 
     calls: list[Path] = []
-    real = operations.check_workspace
+    real = operations.check_workspace  # type: ignore[attr-defined]
 
     def counted(root: Path) -> Any:
         calls.append(root)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from aqven.research.holdout import is_sealed
 from aqven.research.series.end import finalize
 from aqven.research.series.order import attempt_plan, case_order
 from aqven.research.series.reads import planned_cases, rereads
 from aqven.research.series.service import SeriesService
 from aqven.research.series.start import SeriesStartBody, prepare_series
-from aqven.research.series.view import is_sealed, snapshot
+from aqven.research.series.view import snapshot
 
 __all__ = [
     "SeriesService",

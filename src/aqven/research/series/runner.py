@@ -30,11 +30,12 @@ from aqven.models import telemetry
 from aqven.models.gate import CpuGate, held
 from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
 from aqven.research.experiments.workspace import Workspace
+from aqven.research.holdout import is_sealed
 from aqven.research.series.attempt import AttemptResult, dec, finish_row, internal_error, result_of_row, run_owned
 from aqven.research.series.early import DECIDED_EARLY, EarlyStop, sequence_view
 from aqven.research.series.end import finalize
 from aqven.research.series.fill import AttemptFill
-from aqven.research.series.view import is_sealed, refresh_sealed_view
+from aqven.research.series.view import refresh_sealed_view
 from aqven.research.series.workers import WORKER_LOST, RaisedInWorker, WorkerDied, WorkerPool
 from aqven.research.stats.series_verdict import compute_verdict
 from aqven.store.runs import RunStore, new_id, now_iso

@@ -11,7 +11,13 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from aqven.research.holdout import series_error_view
+from aqven.research.holdout import (
+    coarse_step,
+    sealed_now,
+    series_error_view,
+    shown_spend,
+    step_record,
+)
 from aqven.research.series.early import early_stop_record, sequence_view
 from aqven.research.stats.sequential import SequenceView
 from aqven.research.stats.series_verdict import compute_verdict
@@ -26,26 +32,13 @@ SLOW_VERDICT_S = 0.005  # a provisional verdict this slow to compute is not comp
 VERDICT_SHARE = 50  # ... but once it is this many times its cost old
 clock = time.monotonic  # what a verdict's age and cost are measured with
 MAX_CASE_ROWS = 50
-# While a held-out series runs, its numbers move only at coarse steps: every 10% of its attempts, and never with
-# fewer than 20 new attempts, so the change between two snapshots never belongs to one attempt.
-COARSE_PARTS = 10  # a step is a tenth of the attempts ...
-COARSE_MIN = 20  # ... and at least 20 attempts
-OUTCOME_COUNTS = ("counted", "model_failures", "infra_errors")
-
-
-def coarse_step(attempts: int) -> int:
-    """How many attempts must finish between two refreshes of a held-out series' numbers."""
-    return max(COARSE_MIN, -(-attempts // COARSE_PARTS))
-
-
-def is_sealed(s: SeriesRow) -> bool:
-    """A series whose numbers are shown only at coarse steps while it runs: an experiment on held-out cases."""
-    return s.kind == "experiment" and s.on == "holdout"
+OUTCOME_COUNTS = ("counted", "model_failures", "infra_errors", "reruns")  # a held-out series shows them per step
 
 
 def refresh_sealed_view(s: SeriesRow, store: SeriesStore, *, done: int) -> bool:
-    """After an attempt of a held-out series finished (`done` finished now): store the numbers it shows until the
-    next coarse step, when `step` attempts finished since the last one. True when it refreshed."""
+    """After an attempt of a held-out series finished (`done` finished now): store what it shows until the next
+    coarse step (its numbers, verdict, counts, spend and spend curve: `aqven.research.holdout`), when `step`
+    attempts finished since the last one. True when it refreshed."""
     view = s.sealed_view or {}
     total = len(s.plan.cases) * len(s.plan.variants) * s.plan.repeats
     if done - int(view.get("done", 0)) < coarse_step(total):
@@ -54,6 +47,9 @@ def refresh_sealed_view(s: SeriesRow, store: SeriesStore, *, done: int) -> bool:
     sequence = sequence_view(store, s, tally) if s.plan.stop_early else None
     verdict = compute_verdict(s, tally, provisional=True, sequence=sequence)
     t = tally.total
+    spent, unpriced = spend(tally)
+    seconds = (datetime.now(UTC) - datetime.fromisoformat(s.created_at)).total_seconds()
+    curve = [*(view.get("curve") or []), {"t": round(seconds, 3), "usd": str(spent)}]
     store.update(
         s.id,
         sealed_view={
@@ -61,6 +57,9 @@ def refresh_sealed_view(s: SeriesRow, store: SeriesStore, *, done: int) -> bool:
             "matrix": matrix(s, tally, verdict),
             "verdict": verdict,
             "progress": {k: getattr(t, k) for k in OUTCOME_COUNTS},
+            "spend": {"usd": str(spent), "unpriced_attempts": unpriced, **_tokens(s, store)},
+            "curve": curve,
+            **step_record(store.db, s.id),
         },
     )
     return True
@@ -81,6 +80,20 @@ def _sealed(s: SeriesRow, out: dict[str, Any]) -> None:
     out["verdict"] = view.get("verdict")
     out["progress"].update({k: int((view.get("progress") or {}).get(k, 0)) for k in OUTCOME_COUNTS})
     out["coarse"] = {"as_of_done": int(view.get("done", 0)), "step": coarse_step(out["progress"]["attempts"])}
+
+
+def _pause(s: SeriesRow, spent: Decimal, tokens: int | None) -> dict[str, Any] | None:
+    """Why the series waits, with what it spent as shown (a running held-out series: as of its last step)."""
+    if s.status != "awaiting_approval" or s.pause is None:
+        return None
+    if not sealed_now(s):
+        return s.pause
+    shown = {**s.pause}
+    if "spent_usd" in shown:
+        shown["spent_usd"] = str(spent)
+    if "tokens_used" in shown and tokens is not None:
+        shown["tokens_used"] = tokens
+    return shown
 
 
 def eta(s: SeriesRow, tally: SeriesTally) -> dict[str, Any] | None:
@@ -245,7 +258,12 @@ def snapshot(
         else read_tally(store.db, s.id, finished_since=since)
     )
     total = tally.total
-    spent, unpriced = spend(tally)
+    exact, exact_unpriced = spend(tally)
+    tokens = _tokens(s, store)
+    # A held-out series that still runs shows its spend (and tokens) as of its last coarse step (holdout.py).
+    spent, unpriced, used = shown_spend(s, exact, exact_unpriced, tokens.get("tokens_used"))
+    if used is not None:
+        tokens["tokens_used"] = used
     sequence = sequence_view(store, s, tally) if s.plan.stop_early and s.status not in ENDED else None
     verdict = s.verdict if s.status in ENDED else _provisional(s, tally, sequence, kept)
     if s.status == "cancelled" and s.ended_at is None:
@@ -278,9 +296,9 @@ def snapshot(
             "project_cap_source": s.project_cap_source,
             "unpriced_attempts": unpriced,
             "lower_bound": unpriced > 0,
-            **_tokens(s, store),
+            **tokens,
         },
-        "pause": s.pause if s.status == "awaiting_approval" else None,
+        "pause": _pause(s, spent, tokens.get("tokens_used")),
         "approvals": approvals_of(store.db, s.id),  # every approval and stop, with its channel
         "eta": eta(s, tally),
         "matrix": matrix(s, tally, verdict),
@@ -302,7 +320,7 @@ def snapshot(
         "early_stop": early_stop_record(s, total.done, total.attempts, spent),
         "as_of": time.time(),
     }
-    if is_sealed(s) and s.ended_at is None:
+    if sealed_now(s):
         _sealed(s, out)
     elif s.kind == "look" and any(side != "dev" for side in s.plan.sides.values()):
         # A look that ran held-out cases: its numbers are those of its working cases only (a look on one

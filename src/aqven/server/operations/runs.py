@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from aqven.errors import NotFoundError
-from aqven.research.holdout import HELD_OUT_RUN_SQL
+from aqven.research.holdout import HELD_OUT_RUN_SQL, SEALED_RUN_SQL, sealed_run_count
 from aqven.server.operations.models import NodeOut, RunsOut
 from aqven.server.service import ProjectService
 from aqven.store.approvals import Approver
@@ -33,10 +33,18 @@ def list_runs(
     limit: int = 50,
     offset: int = 0,
 ) -> RunsOut:
-    """Runs newest first, without the runs that ran on the held-out side (only counted)."""
+    """Runs newest first, without the runs that ran on the held-out side (only counted; those of a held-out series
+    that still runs as of its last coarse step, so no count by status tells how one attempt ended)."""
     runs, hidden = svc.runs.list_runs_except(
-        HELD_OUT_RUN_SQL, flow_id=flow_id, status=status, series_id=series_id, limit=limit, offset=offset
+        HELD_OUT_RUN_SQL,
+        counted_sql=f"({HELD_OUT_RUN_SQL} AND NOT {SEALED_RUN_SQL})",
+        flow_id=flow_id,
+        status=status,
+        series_id=series_id,
+        limit=limit,
+        offset=offset,
     )
+    hidden += sealed_run_count(svc.db, series_id=series_id, flow_id=flow_id, status=status)
     return RunsOut(runs=runs, hidden_holdout_runs=hidden)
 
 
