@@ -22,7 +22,6 @@ PRICES_UNAVAILABLE: Final = "PRICES_UNAVAILABLE"
 DB_SCHEMA_NEWER: Final = "DB_SCHEMA_NEWER"
 NOT_RUNNABLE: Final = "NOT_RUNNABLE"  # a series that cannot run as asked (research/series/start.py)
 HOLDOUT_HIDDEN: Final = "HOLDOUT_HIDDEN"  # a held-out case or run asked for one by one (research/holdout.py)
-HOLDOUT_LOOK_REFUSED: Final = "HOLDOUT_LOOK_REFUSED"  # a look that names a held-out case (research/holdout.py)
 SERIES_NOT_COMPARABLE: Final = "SERIES_NOT_COMPARABLE"
 CONFIRMATION_REQUIRED: Final = "CONFIRMATION_REQUIRED"
 PERSON_REQUIRED: Final = "PERSON_REQUIRED"  # an agent's credential on a person's route (403, server/principals.py)

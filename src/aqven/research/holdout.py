@@ -11,8 +11,11 @@ streams, the Studio chat tools and the series code (`series_start.py`, `series_e
 * a run of a held-out case is not started (`HOLDOUT_HIDDEN`): held-out cases run only inside a series;
 * `NOT_RUNNABLE` problems name held-out cases only by a label (`<held-out case 1>`) and count them;
 * the error of a failed series gives the run and case only when its first failing attempt is on dev;
-* a look that names a held-out case is refused before anything runs (`HOLDOUT_LOOK_REFUSED`): a look is no read
-  of held-out cases (those are series on holdout, announced and listed), and its numbers are one case's result;
+* a look runs its named cases on whichever side they are (the spec), and a look that ran a held-out case is a
+  held-out read: it shows its working cases only, and of its held-out attempts nothing that tells how one ended,
+  ever (not even once it ended, since a look has no verdict that makes its aggregates public): their counts by
+  outcome or status and their spend, tokens and spend curve move only at coarse steps of its held-out attempts
+  (`reads_held_out`), and the launch plan and every finding of an experiment on those cases list it as a read;
 * while a held-out series runs, everything that tells how one of its attempts ended moves only at its coarse
   steps (every 10% of its attempts, at least 20): its numbers, its counts of attempts and runs by outcome or status
   on every surface, and its spend, tokens and spend curve. The step stores them (`step_record`); surfaces show
@@ -27,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from aqven.errors import HOLDOUT_HIDDEN, HOLDOUT_LOOK_REFUSED, AqvenError
+from aqven.errors import HOLDOUT_HIDDEN, AqvenError
 from aqven.project.split import side_of
 from aqven.store.db import Database
 from aqven.store.runs import RUN_OUTCOME_SQL
@@ -54,13 +57,6 @@ class HoldoutHidden(AqvenError):
     """Something of a held-out case was asked for one by one."""
 
     code = HOLDOUT_HIDDEN
-    http_status = 403
-
-
-class HoldoutLookRefused(AqvenError):
-    """A look named a held-out case: looks run working (dev) cases only."""
-
-    code = HOLDOUT_LOOK_REFUSED
     http_status = 403
 
 
@@ -104,19 +100,6 @@ def check_case(package: str | None, case_name: object) -> None:
             "that case is held out: a run of it alone would show a held-out case",
             hint="run working (dev) cases (GET /api/datasets/{id}, MCP get_dataset, lists them); held-out cases "
             "run only inside a series",
-        )
-
-
-def check_look(sides: Iterable[str]) -> None:
-    """Raise `HOLDOUT_LOOK_REFUSED` when a look's named cases (their sides today) hold a held-out one. Which of them
-    is not said: the caller knows what it sent, and nothing more is shown."""
-    held = sum(side != "dev" for side in sides)
-    if held:
-        raise HoldoutLookRefused(
-            f"a look runs working (dev) cases only, and {held} of the cases named {'is' if held == 1 else 'are'} "
-            "held out: nothing ran",
-            hint="look at working (dev) cases (GET /api/datasets/{id} and MCP get_dataset list them); to measure on "
-            'held-out cases, run a series of an experiment with "on": "holdout"',
         )
 
 
@@ -185,9 +168,10 @@ def series_error_view(error: Any) -> Any:
 COARSE_PARTS = 10  # a step is a tenth of the attempts ...
 COARSE_MIN = 20  # ... and at least 20 attempts
 _SEALED_SERIES = "SELECT id FROM series WHERE kind='experiment' AND on_side='holdout' AND ended_at IS NULL"
-#: The SQL condition on the runs table: the run is an attempt of a held-out series that still runs. Counts of runs
-#: leave these out and add `sealed_run_count` (as of each such series' last step) instead.
-SEALED_RUN_SQL = f"COALESCE(series_id IN ({_SEALED_SERIES}), 0)"
+_LOOKS = "SELECT id FROM series WHERE kind='look'"
+#: The SQL condition on the runs table: the run is an attempt of a held-out series that still runs, or a held-out
+#: attempt of a look. Counts of runs leave these out and add `sealed_run_count` (as of each one's last step).
+SEALED_RUN_SQL = f"COALESCE(series_id IN ({_SEALED_SERIES}) OR (side = 'holdout' AND series_id IN ({_LOOKS})), 0)"
 
 
 def coarse_step(attempts: int) -> int:
@@ -205,19 +189,39 @@ def sealed_now(s: SeriesRow) -> bool:
     return is_sealed(s) and s.ended_at is None
 
 
-def step_record(db: Database, series_id: str) -> dict[str, Any]:
-    """What a coarse step freezes beside the numbers: the series' attempts and runs counted by every column a
-    listing filters them on (as groups with their count `n`)."""
+def reads_held_out(s: SeriesRow) -> bool:
+    """A look that ran a held-out case: its held-out attempts show only at coarse steps, for good."""
+    return s.kind == "look" and any(side != "dev" for side in s.plan.sides.values())
+
+
+def sealed_side(s: SeriesRow) -> str | None:
+    """Which attempts of a series only its coarse steps may show now: "all" (a held-out series that still runs),
+    "holdout" (a look's held-out attempts), or None (everything shows)."""
+    if sealed_now(s):
+        return "all"
+    return "holdout" if reads_held_out(s) else None
+
+
+def held_out_attempts(s: SeriesRow) -> int:
+    """How many attempts of a look run on held-out cases (its plan says it, so the count tells nothing)."""
+    return sum(side != "dev" for side in s.plan.sides.values()) * len(s.plan.variants) * s.plan.repeats
+
+
+def step_record(db: Database, series_id: str, side: str | None = None) -> dict[str, Any]:
+    """What a coarse step freezes beside the numbers: the series' attempts and runs (on `side` only, when given)
+    counted by every column a listing filters them on (as groups with their count `n`)."""
+    on_side = "" if side is None else " AND side = ?"
+    params = (series_id,) if side is None else (series_id, side)
     with db.reading() as conn:
         attempts = conn.execute(
             "SELECT variant_id, status, NULLIF(outcome, '') AS outcome, SUM(n) AS n FROM series_cells"
-            " WHERE series_id=? GROUP BY 1, 2, 3 HAVING SUM(n) > 0",
-            (series_id,),
+            f" WHERE series_id=?{on_side} GROUP BY 1, 2, 3 HAVING SUM(n) > 0",
+            params,
         ).fetchall()
         runs = conn.execute(
             f"SELECT flow_id, status, {RUN_OUTCOME_SQL} AS outcome, COUNT(*) AS n FROM runs WHERE series_id=?"
-            " GROUP BY 1, 2, 3",
-            (series_id,),
+            f"{on_side} GROUP BY 1, 2, 3",
+            params,
         ).fetchall()
     return {"attempt_groups": [dict(r) for r in attempts], "run_groups": [dict(r) for r in runs]}
 
@@ -228,20 +232,22 @@ def _count(groups: Iterable[Mapping[str, Any]], filters: Mapping[str, Any]) -> i
 
 
 def shown_attempt_count(s: SeriesRow, **filters: str | None) -> int:
-    """How many attempts of a running held-out series match `filters` (variant_id, status, outcome), as of its
-    last coarse step; before the first step every attempt counts as queued."""
+    """How many sealed attempts (`sealed_side`) of a series match `filters` (variant_id, status, outcome), as of
+    its last coarse step; before the first step every one counts as queued."""
     view = s.sealed_view or {}
     groups = view.get("attempt_groups")
     if groups is None:
-        per_variant = len(s.plan.cases) * s.plan.repeats
+        cases = len(s.plan.cases) if sealed_side(s) == "all" else sum(v != "dev" for v in s.plan.sides.values())
+        per_variant = cases * s.plan.repeats
         groups = [{"variant_id": v, "status": "queued", "outcome": None, "n": per_variant} for v in s.plan.variants]
     return _count(groups, filters)
 
 
 def sealed_run_groups(db: Database, series_id: str | None = None) -> list[dict[str, Any]]:
-    """The runs of every held-out series that still runs (or of `series_id` only), grouped as of each one's last
+    """The sealed runs (`SEALED_RUN_SQL`) of every series (or of `series_id` only), grouped as of each one's last
     coarse step (flow_id, status, outcome, n)."""
-    sql = _SEALED_SERIES if series_id is None else f"{_SEALED_SERIES} AND id=?"
+    sealed = f"{_SEALED_SERIES} UNION {_LOOKS}"
+    sql = sealed if series_id is None else f"SELECT id FROM ({sealed}) WHERE id=?"
     params = () if series_id is None else (series_id,)
     out: list[dict[str, Any]] = []
     for row in db.query(f"SELECT sealed_view FROM series WHERE id IN ({sql})", params):
@@ -255,20 +261,28 @@ def sealed_run_count(db: Database, *, series_id: str | None = None, **filters: s
     return _count(sealed_run_groups(db, series_id), filters)
 
 
-def shown_spend(s: SeriesRow, usd: Decimal, unpriced: int, tokens: int | None) -> tuple[Decimal, int, int | None]:
-    """(dollars, unpriced attempts, tokens) of a series as they may be shown: exact, except for a held-out series
-    that still runs, whose figures are those of its last coarse step (0 before the first), never rounded: an
-    output retry doubles an attempt's cost, so a figure that moved per attempt would tell which one failed. The
-    cap itself holds on the exact spend (the runner's tally); only what is shown waits for the step."""
-    if not sealed_now(s):
+def shown_spend(
+    s: SeriesRow, usd: Decimal, unpriced: int, tokens: int | None, *, working: tuple[Decimal, int] | None = None
+) -> tuple[Decimal, int, int | None]:
+    """(dollars, unpriced attempts, tokens) of a series as they may be shown: exact, except for its sealed attempts
+    (`sealed_side`), whose figures are those of its last coarse step (0 before the first), never rounded: an
+    output retry doubles an attempt's cost, so a figure that moved per attempt would tell which one failed. A look
+    shows its working attempts' exact spend (`working`: dollars, unpriced) plus its held-out ones' as of the step.
+    The cap itself holds on the exact spend (the runner's tally); only what is shown waits for the step."""
+    side = sealed_side(s)
+    if side is None:
         return usd, unpriced, tokens
     step = (s.sealed_view or {}).get("spend") or {}
     shown_tokens = int(step.get("tokens_used", 0)) if tokens is not None else None
-    return Decimal(str(step.get("usd", "0"))), int(step.get("unpriced_attempts", 0)), shown_tokens
+    dollars, priced = Decimal(str(step.get("usd", "0"))), int(step.get("unpriced_attempts", 0))
+    if side == "holdout" and working is not None:
+        dollars, priced = dollars + working[0], priced + working[1]
+    return dollars, priced, shown_tokens
 
 
 def shown_curve(s: SeriesRow) -> list[dict[str, Any]] | None:
-    """A running held-out series' spend curve: one point per coarse step reached (None: not such a series)."""
-    if not sealed_now(s):
+    """The spend curve of a series with sealed attempts: one point per coarse step reached (None: not such a
+    series)."""
+    if sealed_side(s) is None:
         return None
     return list((s.sealed_view or {}).get("curve") or [])

@@ -33,9 +33,9 @@ from aqven.research.holdout import (
     HELD_OUT_RUN_SQL,
     SEALED_RUN_SQL,
     run_held_out,
-    sealed_now,
     sealed_run_count,
     sealed_run_groups,
+    sealed_side,
     shown_attempt_count,
     shown_curve,
 )
@@ -539,7 +539,7 @@ def series_attempts(
             clauses.append(f"{col}=?")
             params.append(val)
     where = " AND ".join(clauses)
-    if sealed_now(s):  # a held-out series that still runs: counted as of its last coarse step
+    if sealed_side(s) is not None:  # a held-out series that still runs, a look's held-out attempts: as of a step
         held = shown_attempt_count(s, variant_id=variant, outcome=outcome, status=status)
     else:
         held_row = svc.db.query_one(f"SELECT COUNT(*) AS n FROM attempts WHERE {where} AND side!='dev'", tuple(params))

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
 from aqven.errors import AqvenError
-from aqven.research.holdout import sealed_now
+from aqven.research.holdout import reads_held_out, sealed_now
 from aqven.server.deps import service_of
 from aqven.server.service import ProjectService
 from aqven.store.series_tally import COUNTED
@@ -318,8 +318,10 @@ def distributions(svc: ProjectService, series_id: str) -> Distributions:
     s = svc.series.store.get(series_id)
     if sealed_now(s):
         return Distributions(series_id=series_id, variants=[], sealed=True)
+    # A look shows its working attempts only: a held-out one's latency or cost tells how it went.
+    working = " AND side='dev'" if reads_held_out(s) else ""
     rows = svc.db.query(
-        "SELECT variant_id, cost_usd, started_at, ended_at FROM attempts WHERE series_id=? AND status='done'",
+        f"SELECT variant_id, cost_usd, started_at, ended_at FROM attempts WHERE series_id=? AND status='done'{working}",
         (series_id,),
     )
     lat: dict[str, list[float]] = {v: [] for v in s.plan.variants}
@@ -377,10 +379,12 @@ def finish_estimate(svc: ProjectService, series_id: str) -> FinishEstimate:
         (series_id,),
     )
     total, done = (row["n"] or 0, row["d"] or 0) if row else (0, 0)
+    working = " AND side='dev'" if reads_held_out(s) else ""  # a look prices from its working attempts only
     costs = [
         Decimal(r["cost_usd"])
         for r in svc.db.query(
-            "SELECT cost_usd FROM attempts WHERE series_id=? AND status='done' AND cost_usd IS NOT NULL", (series_id,)
+            f"SELECT cost_usd FROM attempts WHERE series_id=? AND status='done' AND cost_usd IS NOT NULL{working}",
+            (series_id,),
         )
     ]
     left = total - done

@@ -189,7 +189,7 @@ def test_not_runnable_lists_one_problem_per_case_and_variant(fp: FakeProvider, t
 
 
 def test_a_look_runs_named_cases_once_with_no_verdict(tiny_env: Path, tmp_path: Path) -> None:
-    names = case_names(4, 0)  # working cases: a look on a held-out one is refused (test_security_holdout_counts.py)
+    names = case_names(2, 2)
     root = write_tiny(tmp_path / "tiny", names)
     with client_for(root) as client:
         look = {"flow_id": "answer", "dataset_id": "cases", "case_names": names}

@@ -6,15 +6,15 @@ releases them one at a time (TINY_HOLD), concurrency 1, a poll of every surface 
 - counts by outcome and status (Studio's attempts and runs listings, `GET /api/runs`' header, Studio's overview),
   spend (`series_get`, Studio's series page and spend curve, the cost to finish) move only when the series'
   coarse step moves (every 20 attempts here), never with one attempt; once it ended, the exact figures show;
-- a look that names a held-out case (alone, or beside a working one) is refused with HOLDOUT_LOOK_REFUSED before
-  anything runs (no series, attempt, run or spend), over REST and by `aqven look`;
+- a look runs its named cases on whichever side they are (the spec), and one on a failing, dear held-out case reads
+  exactly as one on a passing, cheap case on every surface, the project-wide counts do not move, and such looks are
+  listed as held-out reads (the launch plan, the finding, FINDINGS.md);
 - the control: a dev series shows its spend and counts per attempt, exactly, and a look on working cases runs.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 from aqven.project.split import side_of
 from support.commands import aqven, cli_env
 from support.live_server import LiveServer
-from support.series_kit import PACKAGE, attempts, case_names, first_on, rows, run_order, wait_until, write_tiny
+from support.series_kit import PACKAGE, attempts, case_names, first_on, run_order, wait_until, write_tiny
 
 STEP = 20  # the coarse step of a series of fewer than 200 attempts
 OUTCOMES = ("pass", "fail", "model_failure", "infra")
@@ -134,47 +134,101 @@ def test_held_out_counts_and_spend_move_only_at_coarse_steps(tiny_env: Path, hol
         assert len(set(shown)) == len(dev) == 4  # moved with every attempt
 
 
-def test_a_look_naming_a_held_out_case_is_refused_before_anything_runs(
+def observe_look(server: LiveServer, sid: str) -> dict[str, Any]:
+    """Everything a poll can read of a look that could tell how its held-out attempts ended (ids and times left
+    out, so two looks compare)."""
+    snap = server.get(f"/api/series/{sid}?include_cases=true")
+    studio = server.get(f"/api/studio/series/{sid}")
+    finish = server.get(f"/api/studio/series/{sid}/finish")
+    dist = server.get(f"/api/studio/series/{sid}/distributions")
+    seen: dict[str, Any] = {
+        "progress": snap["progress"],
+        "matrix": snap["matrix"],
+        "cases": [c["case"] for c in snap.get("cases") or []],
+        "hidden_cases": snap.get("hidden_cases"),
+        "spend": snap["spend"],
+        "studio_spend": studio["spend"],
+        "spend_curve": [p["usd"] for p in studio["spend_curve"] or []],
+        "finish": {k: finish[k] for k in ("per_attempt_usd", "more_usd", "total_usd", "cap_to_finish_usd")},
+        "distributions": [{k: v for k, v in d.items() if k not in ("latency_ms",)} for d in dist["variants"]],
+        "status": snap["status"],
+    }
+    for outcome in OUTCOMES:
+        seen[f"attempts?outcome={outcome}"] = server.get(f"/api/studio/series/{sid}/attempts?outcome={outcome}")[
+            "held_out"
+        ]
+        seen[f"studio runs?series_id&outcome={outcome}"] = server.get(
+            f"/api/studio/runs?series_id={sid}&outcome={outcome}"
+        )["held_out_hidden"]
+    for status in ("done", "failed"):
+        seen[f"attempts?status={status}"] = server.get(f"/api/studio/series/{sid}/attempts?status={status}")["held_out"]
+        _code, headers, _body = server.call("GET", f"/api/runs?series_id={sid}&status={status}")
+        seen[f"runs?series_id&status={status}"] = headers["x-hidden-holdout-runs"]
+    return seen
+
+
+def observe_all(server: LiveServer) -> dict[str, Any]:
+    """The project-wide counts: Studio's overview and runs listings, GET /api/runs' hidden count."""
+    seen: dict[str, Any] = {"overview": server.get("/api/studio/overview")["runs"]["by_status"]}
+    for outcome in OUTCOMES:
+        seen[f"studio runs?outcome={outcome}"] = server.get(f"/api/studio/runs?outcome={outcome}")["held_out_hidden"]
+    for status in ("done", "failed"):
+        seen[f"studio runs?status={status}"] = server.get(f"/api/studio/runs?status={status}")["held_out_hidden"]
+        _code, headers, _body = server.call("GET", f"/api/runs?status={status}")
+        seen[f"runs?status={status}"] = headers["x-hidden-holdout-runs"]
+    return seen
+
+
+def test_a_look_on_held_out_cases_shows_nothing_of_them_and_is_a_held_out_read(
     tiny_env: Path, hold: Path, tmp_path: Path
 ) -> None:
-    held = [first_on("holdout", "fail", i * 1000) for i in range(3)]
-    dev = case_names(2, 0, prefix="d")
-    root = write_tiny(tmp_path / "tiny", [*dev, *held])
+    """A look runs its named cases on whichever side they are (the spec), so a look on one held-out case is the
+    differencing attack: its counts by outcome, spend (an output retry doubles a call's cost; here the failing case
+    costs 5x), cost distributions and the cost to finish would each tell that case's result. A look on a failing,
+    dear held-out case and one on a passing, cheap one must read the same on every surface, before and after they
+    end, and the project-wide counts must not move; the looks are listed as held-out reads."""
+    bad, good = first_on("holdout", "fail_pricey"), first_on("holdout", "fine")
+    dev = case_names(1, 0, prefix="d")
+    root = write_tiny(tmp_path / "tiny", [*dev, bad, good, *case_names(2, 4, prefix="x")])
     (hold / "open").touch()
-
-    def nothing_ran() -> tuple[int, int, int]:
-        return tuple(  # type: ignore[return-value]
-            rows(root, f"SELECT COUNT(*) AS n FROM {table}")[0]["n"] for table in ("series", "attempts", "runs")
-        )
-
     with LiveServer(root, cli_env()) as server:
-        before = nothing_ran()
-        for named in ([held[0]], [dev[0], held[1]], held):
-            look = {"flow_id": "answer", "dataset_id": "cases", "case_names": named}
-            code, _h, body = server.call("POST", "/api/series", {"look": look, "simulate": True})
-            assert code == 403, body
-            error = body["error"]
-            assert error["code"] == "HOLDOUT_LOOK_REFUSED"
-            assert "held out" in error["message"] and "nothing ran" in error["message"]
-            assert "dev" in error["hint"] and '"on": "holdout"' in error["hint"]
-            assert not [n for n in [*held, *dev] if n in json.dumps(body)]  # names no case, not even the sent ones
-        # A look needs named cases: none is a validation error, before anything runs.
-        code, _h, body = server.call(
-            "POST", "/api/series", {"look": {"flow_id": "answer", "dataset_id": "cases", "case_names": []}}
-        )
-        assert code == 422, body
-        assert nothing_ran() == before == (0, 0, 0)
 
-        # `aqven look` says it and exits 1 (an error, as documented).
-        cli = aqven("look", "answer", "--dataset", "cases", "--case", held[0], "--simulate", cwd=root)
-        assert cli.returncode == 1, cli.stdout + cli.stderr
-        assert "HOLDOUT_LOOK_REFUSED" in cli.stderr and "nothing ran" in cli.stderr and "hint" in cli.stderr
-        assert nothing_ran() == before
+        def look(names: list[str]) -> str:
+            body = {"look": {"flow_id": "answer", "dataset_id": "cases", "case_names": names}, "simulate": True}
+            code, _h, out = server.call("POST", "/api/series", body)
+            assert code == 201, out  # the spec: a look runs its cases on whichever side they are
+            sid = str(out["series"]["series_id"])
+            wait_until(lambda: server.get(f"/api/series/{sid}?wait_seconds=5")["ended_at"])
+            return sid
 
-        # The control: a look on working cases runs.
-        look = {"flow_id": "answer", "dataset_id": "cases", "case_names": dev}
-        code, _h, body = server.call("POST", "/api/series", {"look": look, "simulate": True})
-        assert code == 201, body
-        sid = body["series"]["series_id"]
+        before = observe_all(server)
+        a, b = look([bad]), look([good])
+        assert observe_all(server) == before  # nothing project-wide moved with two held-out attempts
+        seen_a, seen_b = observe_look(server, a), observe_look(server, b)
+        assert seen_a == seen_b, {k: (seen_a[k], seen_b[k]) for k in seen_a if seen_a[k] != seen_b[k]}
+        assert seen_a["progress"]["held_out_attempts"] == 1 and seen_a["hidden_cases"] == 1
+        assert seen_a["spend"]["usd"] == "0" and seen_a["cases"] == []
+        assert exact_spend(root, a) == 5 * exact_spend(root, b) > 0  # the money differs: only what is shown hides it
+        # beside a working case: the working case shows exactly, the held-out one not at all
+        c, d = look([dev[0], bad]), look([dev[0], good])
+        seen_c, seen_d = observe_look(server, c), observe_look(server, d)
+        assert seen_c == seen_d, {k: (seen_c[k], seen_d[k]) for k in seen_c if seen_c[k] != seen_d[k]}
+        assert seen_c["cases"] == [dev[0]] and Decimal(seen_c["spend"]["usd"]) == Decimal("0.01")
+        assert observe_all(server) != before  # the working cases' runs are counted, as any run of a working case
+
+        # A held-out read: the launch plan of an experiment on those cases says so, and its finding lists them.
+        _code, _h, plan = server.call("POST", "/api/experiments/rate/launch-plan", {"on": "holdout"})
+        assert plan["earlier_reads"]["read_cases"] == 2
+        assert "4 looks on held-out cases read 2 of these held-out cases" in plan["earlier_reads"]["text"]
+        code, _h, out = server.call("POST", "/api/series", {"experiment_id": "rate", "on": "holdout", "simulate": True})
+        assert code == 201, out
+        sid = out["series"]["series_id"]
         done = wait_until(lambda: (s := server.get(f"/api/series/{sid}?wait_seconds=5"))["ended_at"] and s)
-        assert done["status"] == "done" and done["progress"]["done"] == 2
+        assert done["finding"], done["status"]
+        md = (root / "FINDINGS.md").read_text()
+        assert all(f"look `{x}`" in md for x in (a, b, c, d)), md
+
+        # `aqven look` on a held-out case runs and prints nothing of it.
+        cli = aqven("look", "answer", "--dataset", "cases", "--case", bad, "--simulate", cwd=root)
+        assert cli.returncode == 0, cli.stdout + cli.stderr
+        assert "fail" not in cli.stdout.lower().replace(bad.lower(), ""), cli.stdout

@@ -236,22 +236,23 @@ def test_an_edit_put_back_while_a_held_out_series_runs_makes_it_invalid(
 
 
 def test_a_look_on_a_held_out_case_tells_nothing_through_its_numbers(tiny_env: Path, tmp_path: Path) -> None:
-    """Differencing with a look: a look on one held-out case gave that case's result through its counts, spend and
-    time; it is refused before anything runs (on a real server: test_security_holdout_counts.py)."""
+    """Differencing with a look: a look on one held-out case would give that case's result through the matrix."""
     bad = first_on("holdout", "fail")
     good = case_names(1, 0)[0]
     root = write_tiny(tmp_path / "tiny", [good, bad])
     with client_for(root) as client:
+        results = []
         for names_ in ([bad], [good, bad]):
             look = {"flow_id": "answer", "dataset_id": "cases", "case_names": names_}
             r = client.post("/api/series", json={"look": look, "simulate": True})
-            assert r.status_code == 403 and r.json()["error"]["code"] == "HOLDOUT_LOOK_REFUSED", r.text
-            assert bad not in r.text
-        r = client.post("/api/series", json={"look": {**look, "case_names": [good]}, "simulate": True})
-        assert r.status_code == 201, r.text
-        one = settle_rest(client, r.json()["series"]["series_id"], include_cases=True)
-    assert one["matrix"][0]["counted"] == 1 and [c["case"] for c in one["cases"]] == [good]
-    assert rows(root, "SELECT COUNT(*) AS n FROM runs")[0]["n"] == 1  # the refused looks ran nothing
+            assert r.status_code == 201, r.text
+            results.append(settle_rest(client, r.json()["series"]["series_id"], include_cases=True))
+    alone, both = results
+    assert alone["progress"]["done"] == 1 and alone["progress"]["held_out_attempts"] == 1
+    assert alone["matrix"][0]["counted"] == 0 and alone["matrix"][0]["passes"] == 0
+    assert alone["progress"]["counted"] == 0 and alone["cases"] == [] and alone["hidden_cases"] == 1
+    assert both["matrix"][0]["counted"] == 1 and both["matrix"][0]["passes"] == 1  # the working case only
+    assert [c["case"] for c in both["cases"]] == [good]
 
 
 def test_runs_without_a_case_and_of_working_cases_are_still_listed(tiny_env: Path, tmp_path: Path) -> None:

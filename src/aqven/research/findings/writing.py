@@ -156,8 +156,8 @@ def _reads_section(valid: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     lines = [
         "## Held-out reads",
         "",
-        "Every series of an experiment on held-out cases reads them: finished, cancelled or failed, and on how "
-        "many cases. More than one read of the same cases is a re-read.",
+        "Every series of an experiment on held-out cases reads them, and so does a look that ran them: finished, "
+        "cancelled or failed, and on how many cases. More than one read of the same cases is a re-read.",
         "",
     ]
     for exp in sorted(by_exp):
@@ -167,7 +167,10 @@ def _reads_section(valid: list[tuple[Path, dict[str, Any]]]) -> list[str]:
             n = int(r.get("cases") or 0)
             verdict = f", {r['verdict']}" if r.get("verdict") else ""
             when = str(r.get("ended_at") or r.get("started_at") or "")[:10]
-            parts.append(f"`{r['series_id']}` {r.get('status')}{verdict} on {n} case{'' if n == 1 else 's'} {when}")
+            kind = "look " if r.get("kind") == "look" else ""
+            parts.append(
+                f"{kind}`{r['series_id']}` {r.get('status')}{verdict} on {n} case{'' if n == 1 else 's'} {when}"
+            )
         lines.append(f"- `{exp}`: {len(reads)} held-out read{'' if len(reads) == 1 else 's'} — " + "; ".join(parts))
     lines.append("")
     return lines

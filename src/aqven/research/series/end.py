@@ -114,7 +114,7 @@ def finding_data(
         {"id": v.id, "nodes": dict(v.nodes), "models": sorted(models.get(v.id, set()))} for v in exp.spec.variants
     ]
     counted_cases = {a.case_name for a in done if a.outcome in COUNTED}
-    reads = [r for r in held_out_reads(store, s.experiment_id) if r["series_id"] != s.id]
+    reads = [r for r in held_out_reads(store, s.experiment_id, list(s.plan.cases)) if r["series_id"] != s.id]
     reads.append(
         {
             "series_id": s.id,

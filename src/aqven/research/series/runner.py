@@ -30,7 +30,7 @@ from aqven.models import telemetry
 from aqven.models.gate import CpuGate, held
 from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
 from aqven.research.experiments.workspace import Workspace
-from aqven.research.holdout import is_sealed
+from aqven.research.holdout import is_sealed, reads_held_out
 from aqven.research.series.attempt import AttemptResult, dec, finish_row, internal_error, result_of_row, run_owned
 from aqven.research.series.early import DECIDED_EARLY, EarlyStop, sequence_view
 from aqven.research.series.end import finalize
@@ -471,7 +471,7 @@ class SeriesRunner:
     def _coarse_step(self, s: SeriesRow, done: int) -> None:
         """A held-out series shows its numbers as of coarse steps only: store them when one is reached (at once,
         before another attempt can finish, so a step holds exactly the attempts finished by then)."""
-        if is_sealed(s):
+        if is_sealed(s) or reads_held_out(s):
             refresh_sealed_view(self.store.get(s.id), self.store, done=done)
 
     def _decided(self, s: SeriesRow) -> bool:

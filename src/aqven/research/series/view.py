@@ -13,7 +13,10 @@ from typing import Any, NamedTuple
 
 from aqven.research.holdout import (
     coarse_step,
+    held_out_attempts,
+    reads_held_out,
     sealed_now,
+    sealed_side,
     series_error_view,
     shown_spend,
     step_record,
@@ -38,7 +41,10 @@ OUTCOME_COUNTS = ("counted", "model_failures", "infra_errors", "reruns")  # a he
 def refresh_sealed_view(s: SeriesRow, store: SeriesStore, *, done: int) -> bool:
     """After an attempt of a held-out series finished (`done` finished now): store what it shows until the next
     coarse step (its numbers, verdict, counts, spend and spend curve: `aqven.research.holdout`), when `step`
-    attempts finished since the last one. True when it refreshed."""
+    attempts finished since the last one. A look's held-out attempts take their steps alone. True when it
+    refreshed."""
+    if reads_held_out(s):
+        return _refresh_look(s, store)
     view = s.sealed_view or {}
     total = len(s.plan.cases) * len(s.plan.variants) * s.plan.repeats
     if done - int(view.get("done", 0)) < coarse_step(total):
@@ -65,6 +71,29 @@ def refresh_sealed_view(s: SeriesRow, store: SeriesStore, *, done: int) -> bool:
     return True
 
 
+def _refresh_look(s: SeriesRow, store: SeriesStore) -> bool:
+    """A look's held-out attempts, at a coarse step of theirs: their spend, counts and a point of the spend curve
+    (their numbers are never shown: a look shows its working cases only)."""
+    view = s.sealed_view or {}
+    held = read_tally(store.db, s.id, side="holdout")
+    if held.total.done - int(view.get("done", 0)) < coarse_step(held_out_attempts(s)):
+        return False
+    spent, unpriced = spend(held)
+    seconds = (datetime.now(UTC) - datetime.fromisoformat(s.created_at)).total_seconds()
+    working, _unpriced = spend(read_tally(store.db, s.id, side="dev"))
+    curve = [*(view.get("curve") or []), {"t": round(seconds, 3), "usd": str(spent + working)}]
+    store.update(
+        s.id,
+        sealed_view={
+            "done": held.total.done,
+            "spend": {"usd": str(spent), "unpriced_attempts": unpriced, **_tokens(s, store)},
+            "curve": curve,
+            **step_record(store.db, s.id, side="holdout"),
+        },
+    )
+    return True
+
+
 def _sealed(s: SeriesRow, out: dict[str, Any]) -> None:
     """A running held-out series as it may be shown: its per-variant numbers, outcome counts and provisional
     verdict as of the last coarse step (none before the first), so no poll tells one attempt's result."""
@@ -83,10 +112,10 @@ def _sealed(s: SeriesRow, out: dict[str, Any]) -> None:
 
 
 def _pause(s: SeriesRow, spent: Decimal, tokens: int | None) -> dict[str, Any] | None:
-    """Why the series waits, with what it spent as shown (a running held-out series: as of its last step)."""
+    """Why the series waits, with what it spent as shown (sealed attempts: as of their last step)."""
     if s.status != "awaiting_approval" or s.pause is None:
         return None
-    if not sealed_now(s):
+    if sealed_side(s) is None:
         return s.pause
     shown = {**s.pause}
     if "spent_usd" in shown:
@@ -260,8 +289,11 @@ def snapshot(
     total = tally.total
     exact, exact_unpriced = spend(tally)
     tokens = _tokens(s, store)
-    # A held-out series that still runs shows its spend (and tokens) as of its last coarse step (holdout.py).
-    spent, unpriced, used = shown_spend(s, exact, exact_unpriced, tokens.get("tokens_used"))
+    # A held-out series that still runs, and a look's held-out attempts, show their spend (and tokens) as of
+    # their last coarse step (holdout.py).
+    dev = read_tally(store.db, s.id, side="dev") if reads_held_out(s) else None
+    working = spend(dev) if dev is not None else None
+    spent, unpriced, used = shown_spend(s, exact, exact_unpriced, tokens.get("tokens_used"), working=working)
     if used is not None:
         tokens["tokens_used"] = used
     sequence = sequence_view(store, s, tally) if s.plan.stop_early and s.status not in ENDED else None
@@ -322,10 +354,9 @@ def snapshot(
     }
     if sealed_now(s):
         _sealed(s, out)
-    elif s.kind == "look" and any(side != "dev" for side in s.plan.sides.values()):
+    elif dev is not None:
         # A look that ran held-out cases: its numbers are those of its working cases only (a look on one
         # held-out case would otherwise give that case's result through the aggregates).
-        dev = read_tally(store.db, s.id, side="dev")
         out["matrix"] = matrix(s, dev, None)
         out["progress"].update({k: getattr(dev.total, k) for k in OUTCOME_COUNTS})
         out["progress"]["held_out_attempts"] = total.attempts - dev.total.attempts
