@@ -65,7 +65,7 @@ def transition_recorded(
             (
                 series_id,
                 seq,
-                datetime.now(UTC).isoformat(timespec="seconds"),
+                datetime.now(UTC).isoformat(timespec="milliseconds"),
                 action,
                 who.channel,
                 who.confirmed,

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from support.studio import _get, _post, _wait_status, login, open_page, shot
+from support.studio import ARTIFACTS, _get, _post, _wait_status, login, open_page, shot
 
 MISTRAL = "reply_noninferior_mistral"  # a noninferiority question: a failed check quotes the reply
 
@@ -451,3 +451,41 @@ def test_research_and_the_experiment_lead_with_the_standing_finding(page: Any, s
     first_cards = page.locator("main section.card, main div.card").all_inner_texts()
     assert first_cards[0].startswith("Standing finding")  # before the question and the Launch panel
     shot(page, "experiment-standing-finding")
+
+
+def test_plots_are_honest_spend_scaled_marked_levels_and_axes_named(page: Any, server: tuple[Path, str]) -> None:
+    """Issue 29: the spend axis is scaled to the spend (a far cap is named, not drawn as a flat line), time runs from
+    the first attempt, approvals are marked on it; every interval plot names its level and its axis; a range run's
+    timeline starts at its earliest node."""
+    _root, base = server
+    sid = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 6, "repeats": 1, "cap_usd": "0.002", "seed": 8})
+    assert settle(base, sid)["status"] == "awaiting_approval"
+    _post(base, f"/api/series/{sid}/approve", {"cap_usd": "4.00"}, person=True)
+    done = settle(base, sid)
+    assert done["status"] == "done"
+    open_page(page, base, f"series/{sid}")
+    page.wait_for_selector("[data-plot='spend'] svg")
+    spent = float(done["spend"]["usd"])
+    ticks = [
+        float(v)
+        for v in page.eval_on_selector_all(
+            "[data-plot='spend'] .tick-label[data-value]", "els => els.map(e => e.dataset.value)"
+        )
+    ]
+    assert max(ticks) <= spent * 1.5 and max(ticks) >= spent * 0.4, (ticks, spent)  # scaled to the spend, not the cap
+    plot = page.text_content("[data-plot='spend'] svg") or ""
+    assert "cap $4.00, far above" in plot and "first attempt" in plot and "time since the first attempt ended" in plot
+    assert page.locator("[data-plot='spend'] .mark-line[data-mark='approved $4.00']").count() == 1
+    page.locator("[data-plot='spend']").screenshot(path=str(ARTIFACTS / "spend-plot-marked.png"))
+    heading = page.inner_text("#diff-plot-h")
+    assert "interval" in heading and "%" in heading, heading
+    titles = page.locator("svg .axis-title").all_text_contents()
+    assert any("variant minus gpt" in t for t in titles) and any("share of attempts" in t for t in titles)
+
+    # A run over a node range: the timeline's bars start inside their track.
+    body = {"flow_id": "support_case", "case": "hub_firmware_update_stuck", "from_node": "polish", "to_node": "polish"}
+    run = _post(base, "/api/runs", {**body, "wait": True})
+    open_page(page, base, f"runs/{run['id']}")
+    page.wait_for_selector(".tl-track span")
+    lefts = page.eval_on_selector_all(".tl-track span", "els => els.map(e => parseFloat(e.style.left))")
+    assert lefts and min(lefts) >= 0, lefts

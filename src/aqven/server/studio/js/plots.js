@@ -77,18 +77,20 @@ export function intervalSvg(rows, refs, opts = {}) {
   const placed = stackLabels(refs.map(r => ({ ...r, v: r.x, x: x(r.x), text: r.label })), left, W - 2);
   const labelRows = placed.reduce((m, p) => Math.max(m, p.row + 1), 0);
   const top = 12 + labelRows * 14;
-  const H = top + rows.length * rowH + 28;
+  const titled = Boolean(opts.axis);
+  const H = top + rows.length * rowH + 30 + (titled ? 18 : 0);
   const svgEl = s('svg', { class: 'plot', width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': opts.label || '95% intervals',
     'data-lo': lo, 'data-hi': hi });
   svgEl.appendChild(s('title', {}, opts.label || '95% intervals'));
-  const axisY = H - 24;
+  const axisY = H - 26 - (titled ? 18 : 0);
   svgEl.appendChild(s('line', { class: 'axis', x1: left, x2: W - right, y1: axisY, y2: axisY }));
   for (const v of ticks.values) {
     const xx = x(v);
     svgEl.appendChild(s('line', { class: 'grid', x1: xx, x2: xx, y1: top - 4, y2: axisY }));
     svgEl.appendChild(s('line', { class: 'tick axis', x1: xx, x2: xx, y1: axisY, y2: axisY + 4, 'data-value': v }));
-    svgEl.appendChild(s('text', { class: 'tick-label', x: xx, y: H - 8, 'text-anchor': 'middle', 'data-value': v }, tickLabel(v, ticks.decimals)));
+    svgEl.appendChild(s('text', { class: 'tick-label', x: xx, y: axisY + 18, 'text-anchor': 'middle', 'data-value': v }, tickLabel(v, ticks.decimals)));
   }
+  if (titled) svgEl.appendChild(s('text', { class: 'axis-title', x: left + (W - left - right) / 2, y: H - 6, 'text-anchor': 'middle' }, opts.axis));
   placed.forEach(r => {
     // Lines start below every label row, so that no line crosses another line's label.
     svgEl.appendChild(s('line', { class: 'ref' + (r.dash ? ' dash' : ''), x1: r.x, x2: r.x, y1: top - 6, y2: axisY, 'data-value': r.v }));
@@ -135,32 +137,49 @@ export function refsFor(q, diff) {
 }
 export function clsOf(decision) { return decision === 'confirmed' ? 'ok' : decision === 'refuted' ? 'bad' : 'open'; }
 
-/** Cumulative spend over time with the cap (and the 90% pause line). */
-export function spendPlot(points, cap) {
-  return responsive(width => spendSvg(points, cap, width), 'spend');
+/** Cumulative spend from the first attempt on, scaled to the spend: the cap and its 90% pause line are drawn when
+ * they are in range (else named at the top), and approvals, stops and a pause are marked where they happened.
+ * `marks`: [{t, label}] in seconds after the series' start, as the points. */
+export function spendPlot(points, cap, marks) {
+  return responsive(width => spendSvg(points, cap, marks || [], width), 'spend');
 }
-function spendSvg(points, cap, width) {
-  const W = width || 640, H = 150, L = 56, R = 14, T = 12, B = 26;
+function spendSvg(points, cap, marks, width) {
+  const W = width || 640, H = 170, L = 64, R = 14, T = 16, B = 40;
   const capN = Number(cap || 0);
   const ys = points.map(p => Number(p.usd));
-  const tmax = Math.max(1e-3, ...points.map(p => p.t));
-  const ymax = Math.max(capN, ...ys, 1e-9) * 1.05;
-  const x = t => L + t / tmax * (W - L - R), y = v => H - B - v / ymax * (H - T - B);
-  const el = s('svg', { class: 'plot', width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'spend over time against the cap' });
-  el.appendChild(s('title', {}, 'spend over time against the cap'));
+  const spent = Math.max(0, ...ys);
+  const t0 = points.length ? Math.min(...points.map(p => p.t)) : 0;  // time runs from the first attempt's end
+  const tmax = Math.max(1e-3, ...points.map(p => p.t - t0), ...marks.map(m => m.t - t0));
+  const capInRange = capN > 0 && capN <= Math.max(spent, 1e-9) * 2.5;
+  const ymax = Math.max(capInRange ? capN : 0, spent, 1e-9) * 1.08;
+  const x = t => L + Math.max(0, t - t0) / tmax * (W - L - R), y = v => H - B - v / ymax * (H - T - B);
+  const el = s('svg', { class: 'plot', width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'spend over time from the first attempt, against the cap' });
+  el.appendChild(s('title', {}, 'spend over time from the first attempt, against the cap'));
   el.appendChild(s('line', { class: 'axis', x1: L, x2: W - R, y1: H - B, y2: H - B }));
   el.appendChild(s('line', { class: 'axis', x1: L, x2: L, y1: T, y2: H - B }));
-  if (capN > 0) {
+  const ticks = niceTicks(0, ymax, 3);
+  for (const v of ticks.values) {
+    el.appendChild(s('line', { class: 'grid', x1: L, x2: W - R, y1: y(v), y2: y(v) }));
+    el.appendChild(s('text', { class: 'tick-label', x: L - 6, y: y(v) + 4, 'text-anchor': 'end', 'data-value': v }, fmt.money(v)));
+  }
+  if (capInRange) {
     el.appendChild(s('line', { class: 'capline', x1: L, x2: W - R, y1: y(capN), y2: y(capN) }));
     el.appendChild(s('text', { x: W - R - 4, y: y(capN) - 4, 'text-anchor': 'end' }, `cap ${fmt.money(cap)}`));
     el.appendChild(s('line', { class: 'ref dash', x1: L, x2: W - R, y1: y(capN * 0.9), y2: y(capN * 0.9) }));
-    el.appendChild(s('text', { x: W - R - 4, y: y(capN * 0.9) + 12, 'text-anchor': 'end' }, '90%: pauses'));
+    el.appendChild(s('text', { x: W - R - 4, y: y(capN * 0.9) + 13, 'text-anchor': 'end' }, '90%: pauses'));
+  } else if (capN > 0) {
+    el.appendChild(s('text', { class: 'cap-off', x: W - R - 4, y: T + 2, 'text-anchor': 'end' }, `cap ${fmt.money(cap)}, far above`));
   }
-  el.appendChild(s('text', { x: L - 6, y: H - B, 'text-anchor': 'end' }, '$0'));
-  el.appendChild(s('text', { x: L - 6, y: T + 8, 'text-anchor': 'end' }, fmt.money(ymax)));
-  el.appendChild(s('text', { x: W - R, y: H - 8, 'text-anchor': 'end' }, `${fmt.secs(tmax)} after the start`));
+  marks.forEach(m => {
+    const xx = x(m.t);
+    el.appendChild(s('line', { class: 'mark-line', x1: xx, x2: xx, y1: T, y2: H - B, 'data-mark': m.label }));
+    el.appendChild(s('text', { class: 'mark-label', x: Math.min(xx + 3, W - R - 2), y: T + 12, 'text-anchor': xx > W - 120 ? 'end' : 'start' }, m.label));
+  });
+  el.appendChild(s('text', { class: 'tick-label', x: L, y: H - B + 16, 'text-anchor': 'start' }, 'first attempt'));
+  el.appendChild(s('text', { class: 'tick-label', x: W - R, y: H - B + 16, 'text-anchor': 'end' }, `+${fmt.secs(tmax)}`));
+  el.appendChild(s('text', { class: 'axis-title', x: L + (W - L - R) / 2, y: H - 4, 'text-anchor': 'middle' }, 'time since the first attempt ended'));
   if (points.length) {
-    const d = [`M${x(0)},${y(0)}`].concat(points.map(p => `L${x(p.t)},${y(Number(p.usd))}`)).join(' ');
+    const d = [`M${x(t0)},${y(0)}`].concat(points.map(p => `L${x(p.t)},${y(Number(p.usd))}`)).join(' ');
     el.appendChild(s('path', { class: 'curve', d }));
   } else {
     el.appendChild(s('text', { x: L + 10, y: H / 2 }, 'no attempt has finished yet'));

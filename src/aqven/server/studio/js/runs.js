@@ -170,7 +170,9 @@ export async function pageRun(id, _query, ctx) {
 export function drawTimeline(t, expanded, redraw) {
   const nodes = t.nodes;
   if (!nodes.length) return h('p', { class: 'muted' }, 'No node has started yet.');
-  const t0 = new Date(t.run.started_at || t.run.created_at).getTime();
+  // From the earliest event: a run over a node range (or a resumed one) has nodes that started before it did.
+  const starts = nodes.filter(n => n.start).map(n => new Date(n.start).getTime());
+  const t0 = Math.min(new Date(t.run.started_at || t.run.created_at).getTime(), ...starts);
   const tEnd = Math.max(t0 + 1, ...nodes.map(n => new Date(n.end || n.start || t.run.ended_at || Date.now()).getTime()), t.run.ended_at ? new Date(t.run.ended_at).getTime() : 0);
   const span = tEnd - t0;
   const rows = [];

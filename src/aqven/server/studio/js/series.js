@@ -147,6 +147,16 @@ export function approvalsSection(sn) {
     unattended.length ? h('p', { class: 'note warn', id: 'approvals-unattended' }, `${unattended.length} of these came without a person asked in Studio or at a terminal (REST with the server token, or --yes).`) : null)];
 }
 
+// Where a person acted on the series, on the spend curve's clock (seconds after the series was created).
+function spendMarks(sn) {
+  const at = iso => (new Date(iso) - new Date(sn.created_at)) / 1000;
+  const marks = (sn.approvals || []).map(a => ({ t: at(a.at), label: a.action === 'stop' ? 'stopped' : `approved ${fmt.money(a.new_cap_usd)}` }));
+  if (sn.status === 'awaiting_approval' && sn.pause && sn.spend_curve && sn.spend_curve.length) {
+    marks.push({ t: sn.spend_curve[sn.spend_curve.length - 1].t, label: 'paused' });
+  }
+  return marks;
+}
+
 export function progressSection(sn) {
   const pr = sn.progress, sp = sn.spend;
   const eta = sn.eta;
@@ -169,7 +179,7 @@ export function progressSection(sn) {
       sp.lower_bound ? h('p', { class: 'note warn' }, `${sp.unpriced_attempts} attempt(s) ran on a model without a known price: the spend is a lower bound.`) : null,
       ENDED.includes(sn.status) ? null : h('p', { class: 'muted', id: 'spend-finish' }, loadFinish(sn, est => `To finish: about ${fmt.money(est.total_usd)} in all (${fmt.money(est.more_usd)} more), at the cost per attempt so far` +
         (Number(est.cap_to_finish_usd) > cap ? ` — a cap of ${fmt.money(est.cap_to_finish_usd)} lets it finish without another pause.` : '.'))),
-      spendPlot(sn.spend_curve, sp.cap_usd)));
+      spendPlot(sn.spend_curve, sp.cap_usd, spendMarks(sn))));
 }
 
 export function matrixSection(sn) {
@@ -180,7 +190,7 @@ export function matrixSection(sn) {
   const decided = {};
   const ended = ENDED.includes(sn.status);  // colours say a decision: none before the series ended
   ((sn.verdict && sn.verdict.decided) || []).forEach(d => { decided[d.variant] = d.decision; });
-  const rows = sn.matrix.map(m => ({ label: m.variant, est: m.estimate, low: m.low, high: m.high, level: 0.95, cls: q.kind === 'threshold' && ended ? clsOf(decided[m.variant]) : '' }));
+  const rows = sn.matrix.map(m => ({ label: m.variant, est: m.estimate, low: m.low, high: m.high, level: m.level || 0.95, cls: q.kind === 'threshold' && ended ? clsOf(decided[m.variant]) : '' }));
   const comps = (sn.verdict && sn.verdict.comparisons) || [];
   return [
     h('h2', {}, 'Per variant'),
@@ -194,11 +204,17 @@ export function matrixSection(sn) {
         h('td', { class: 'num' }, m.passes), h('td', { class: 'num' }, fmt.rate(m.estimate)),
         h('td', {}, m.low === undefined || m.low === null ? '—' : `${fmt.rate(m.low)} to ${fmt.rate(m.high)}`),
         h('td', { class: 'num' }, m.model_failures), h('td', { class: 'num' }, m.infra_errors), h('td', { class: 'num' }, fmt.money(m.spend_usd))))))),
-    h('h3', {}, `${q.metric || 'rate'} of each variant, 95% interval` + (q.kind === 'threshold' ? ' against the bound' : '')),
-    intervalPlot(rows, q.kind === 'threshold' ? refsFor(q, false) : [], { clamp: [0, 1], label: `${q.metric} per variant with 95% intervals` }),
-    comps.length ? [h('h3', {}, `difference from ${comps[0].baseline}, against the margin`),
-      intervalPlot(comps.map(c => ({ label: diffLabel(c.variant, c.baseline), est: c.estimate, low: c.low, high: c.high, level: c.level, cls: ended ? clsOf(c.decision) : '' })), refsFor(q, true), { clamp: [-1, 1], label: 'differences with intervals against the margin' })] : null,
+    h('h3', {}, `${q.metric || 'rate'} of each variant, ${pct(rows)} interval` + (q.kind === 'threshold' ? ' against the bound' : '')),
+    intervalPlot(rows, q.kind === 'threshold' ? refsFor(q, false) : [], { clamp: [0, 1], label: `${q.metric} per variant with ${pct(rows)} intervals`, axis: `${q.metric || 'rate'} (share of attempts that pass, per case averaged)` }),
+    comps.length ? [h('h3', { id: 'diff-plot-h' }, `difference from ${comps[0].baseline}, against the margin, ${pct(comps)} interval` + (comps.length > 1 || (comps[0].level || 0.95) > 0.95 ? ' (each, so that all hold together at 95%)' : '')),
+      intervalPlot(comps.map(c => ({ label: diffLabel(c.variant, c.baseline), est: c.estimate, low: c.low, high: c.high, level: c.level, cls: ended ? clsOf(c.decision) : '' })), refsFor(q, true), { clamp: [-1, 1], label: `differences with ${pct(comps)} intervals against the margin`, axis: `${q.metric || 'rate'}: variant minus ${comps[0].baseline}` })] : null,
   ];
+}
+
+// The level of a plot's intervals, as their rows carry it (a Bonferroni split shows 97.5%, not 95%).
+function pct(rows) {
+  const levels = [...new Set(rows.map(r => r.level || 0.95))];
+  return levels.map(l => `${Math.round(l * 1000) / 10}%`).join('/');
 }
 
 export function casesSection(sn) {
