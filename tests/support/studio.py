@@ -140,7 +140,7 @@ def open_page(pg: Any, base: str, route: str) -> None:
 
 def _wait_status(pg: Any, status: str, timeout: float = 45_000) -> None:
     pg.wait_for_function(
-        "s => { const b = document.querySelector('main .sub .badge'); return b && b.textContent === s; }",
+        "s => { const b = document.querySelector('main .sub .badge'); return b && b.dataset.code === s; }",
         arg=status,
         timeout=timeout,
     )

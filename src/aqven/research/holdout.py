@@ -172,6 +172,8 @@ _LOOKS = "SELECT id FROM series WHERE kind='look'"
 #: The SQL condition on the runs table: the run is an attempt of a held-out series that still runs, or a held-out
 #: attempt of a look. Counts of runs leave these out and add `sealed_run_count` (as of each one's last step).
 SEALED_RUN_SQL = f"COALESCE(series_id IN ({_SEALED_SERIES}) OR (side = 'holdout' AND series_id IN ({_LOOKS})), 0)"
+#: The same condition on the attempts table (it has `series_id` and `side` too).
+SEALED_ATTEMPT_SQL = SEALED_RUN_SQL
 
 
 def coarse_step(attempts: int) -> int:

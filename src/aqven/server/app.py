@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aqven import __version__
@@ -133,6 +134,8 @@ def create_app(root: Path, *, access: Access | None = None) -> FastAPI:
             headers=dict(exc.headers) if exc.headers else None,
         )
 
+    # Static files and JSON compressed for a browser that asks (Starlette's gzip leaves event streams alone).
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(Gate, access=access, max_body=MAX_BODY_BYTES)  # outermost: Host, Origin, token, JSON
 

@@ -31,6 +31,7 @@ from aqven.research.findings.records import is_intact, read_findings, read_findi
 from aqven.research.findings.verify import verified_findings
 from aqven.research.holdout import (
     HELD_OUT_RUN_SQL,
+    SEALED_ATTEMPT_SQL,
     SEALED_RUN_SQL,
     run_held_out,
     sealed_run_count,
@@ -111,6 +112,15 @@ def overview(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
     for group in sealed_run_groups(db):
         runs[group["status"]] = runs.get(group["status"], 0) + int(group["n"])
     runs = {status: n for status, n in runs.items() if n}
+    # What a reader takes "failed" for: the attempts' outcomes (a run can end "done" while a check failed). Sealed
+    # attempts (a held-out series that still runs, a look's held-out ones) are left out: they are only counted.
+    outcomes = {
+        r["outcome"]: r["n"]
+        for r in db.query(
+            "SELECT outcome, COUNT(*) AS n FROM attempts WHERE status='done' AND outcome IS NOT NULL"
+            f" AND NOT {SEALED_ATTEMPT_SQL} GROUP BY outcome"
+        )
+    }
     simulated_runs = db.query_one("SELECT COUNT(*) AS n FROM runs WHERE simulated=1")
     series = {r["status"]: r["n"] for r in db.query("SELECT status, COUNT(*) AS n FROM series GROUP BY status")}
     waiting = [
@@ -122,6 +132,7 @@ def overview(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
     return {
         "project": project.project_info(svc).model_dump(mode="json"),
         "simulate": simulate_enabled(svc.root),
+        "attempts_by_outcome": outcomes,
         "runs": {
             "by_status": runs,
             "total": sum(runs.values()),

@@ -256,7 +256,7 @@ def test_an_invisible_frame_cannot_click_approve(person: Any, served: LiveServer
     person.fill("#approve-cap", "5.00")
     person.click("#approve")
     person.wait_for_function(
-        "() => { const b = document.querySelector('main .sub .badge'); return b && b.textContent !== "
+        "() => { const b = document.querySelector('main .sub .badge'); return b && b.dataset.code !== "
         "'awaiting_approval'; }"
     )
     state = http(served.port, "GET", f"/api/series/{sid}")

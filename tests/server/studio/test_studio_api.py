@@ -393,3 +393,16 @@ def test_the_check_is_kept_until_what_it_reads_changes(client: TestClient, monke
     agent.write_text(agent.read_text() + "\nnot_a_key: 1\n")
     edited = client.get("/api/check").json()
     assert len(calls) == 2 and edited != first and any(d["file"] == "agents/gpt.yaml" for d in edited["diagnostics"])
+
+
+def test_static_files_are_compressed_and_the_overview_counts_outcomes(client: TestClient) -> None:
+    """Issue 29: Studio's files go gzipped to a browser that asks; the overview names outcomes as outcomes."""
+    js = client.get("/studio/js/series.js", headers={"Accept-Encoding": "gzip"})
+    assert js.status_code == 200 and js.headers.get("content-encoding") == "gzip"
+    assert "export function pausePanel" in js.text  # the client unzipped it
+    plain = client.get("/studio/js/series.js", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
+    overview = client.get("/api/studio/overview").json()
+    assert isinstance(overview["attempts_by_outcome"], dict)
+    overview_js = client.get("/studio/js/overview.js").text
+    assert "failed their checks" in overview_js and "ended in an error" in overview_js

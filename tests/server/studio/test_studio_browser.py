@@ -88,7 +88,8 @@ def test_a_paused_series_is_approved_with_a_new_cap_and_finishes(page: Any, serv
     page.wait_for_url(re.compile(r".*#/series/ser_[0-9a-f]+$"))
     page.wait_for_selector("#approval", timeout=45_000)
     text = page.inner_text("#approval")
-    assert "paused near its cap" in text and "spend_near_cap" in text
+    assert "paused near its cap" in text and "near its cap" in text  # the reason in words, not its code
+    assert page.locator("#approval [data-code='spend_near_cap']").count() == 1
     assert page.input_value("#approve-cap") == "0.0024"  # double the cap by default
     shot(page, "series-paused")
     page.fill("#approve-cap", "1.00")

@@ -250,7 +250,7 @@ def test_a_new_and_a_paused_series_are_not_decided_and_stop_asks_first(page: Any
     page.click("#stop")
     _wait_status(page, "stopped")
     page.wait_for_selector("#verdict[data-provisional='false']")
-    assert page.inner_text("main .sub .badge") == "stopped"  # not a green "done"
+    assert page.get_attribute("main .sub .badge", "data-code") == "stopped"  # not a green "done"
     assert page.locator("main .sub .badge.done").count() == 0
     assert page.inner_text("#never-ran") == "20 never ran"
     assert "Stopped at the cap with 20 attempts never run" in page.inner_text("#verdict .claim")

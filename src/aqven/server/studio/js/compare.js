@@ -38,7 +38,7 @@ function drawGrid(g, load) {
           return h('td', { 'data-variant': v, class: c.fails ? 'cell-bad' : c.counted ? 'cell-ok' : null },
             h('b', {}, `${c.passes}/${c.counted}`), c.done < c.attempts ? h('span', { class: 'muted' }, ` (${c.attempts - c.done} to run)`) : null,
             c.failed_checks.length ? h('div', { class: 'err' }, c.failed_checks.join(', ')) : null,
-            h('div', {}, c.run_ids.map((id, i) => [link('#/runs/' + id, `#${i + 1}`, { class: 'attempt-link' }), ' '])));
+            h('div', {}, c.run_ids.map((id, i) => [link('#/runs/' + id, `#${i + 1}`, { class: 'attempt-link', 'aria-label': `${r.case}, ${v}: attempt ${i + 1}` }), ' '])));
         })))))),
     g.pages > 1 ? pager(g.page, g.pages, g.total, 'cases', load) : null,
   ];

@@ -85,7 +85,14 @@ export const fmt = {
   perMinute(n) { n = Number(n); return n >= 10 ? String(Math.round(n)) : n >= 1 ? n.toFixed(1) : n.toPrecision(2); },
   side(on) { return on === 'holdout' ? 'Confirm (held-out cases)' : on === 'dev' ? 'Explore (working cases)' : on; },
 };
-export function badge(text, cls) { return h('span', { class: 'badge ' + (cls || text || '') }, text); }
+// Status and reason codes as a person reads them; the code stays on the badge (data-code) and gives its colour.
+const WORDS = {
+  awaiting_approval: 'awaiting approval', waiting_human: 'waiting for a person', spend_near_cap: 'near its cap',
+  cap_above_project: "cap above the project's", tokens_near_cap: 'near its token cap', model_failure: 'model failure',
+  stopped_at_cap: 'stopped at the cap', infra: 'infrastructure error', holdout: 'held out',
+};
+export function words(code) { return WORDS[code] || code; }
+export function badge(text, cls) { return h('span', { class: 'badge ' + (cls || text || ''), 'data-code': text }, words(text)); }
 export function simBadge(sim) { return sim ? badge('simulated', 'sim') : null; }
 export function link(href, text, attrs) { return h('a', { href, ...(attrs || {}) }, text); }
 export function short(id) { return id ? String(id) : '—'; }

@@ -9,7 +9,9 @@ export async function pageOverview() {
   const p = o.project;
   const checkBox = h('div', { id: 'check' }, h('p', { class: 'muted' }, 'Running aqven check…'));
   api('/api/check').then(c => replace(checkBox, checkTable(c))).catch(err => replace(checkBox, errorBox(err)));
-  const failed = o.runs.by_status.failed || 0, waiting = o.runs.by_status.waiting_human || 0;
+  const errored = o.runs.by_status.failed || 0, waiting = o.runs.by_status.waiting_human || 0;
+  const byOutcome = o.attempts_by_outcome || {};
+  const failedChecks = byOutcome.fail || 0, modelFailures = byOutcome.model_failure || 0;
   const paused = o.awaiting_approval.length;
   return [
     h('h1', {}, p.name || p.package),
@@ -17,7 +19,7 @@ export async function pageOverview() {
     o.simulate ? simNote('Simulated mode is on for this server: every run and series answers with the project\'s simulators instead of the models. Costs are what the real models would have charged for the same tokens; nothing was billed.') : null,
     h('div', { class: 'cards' },
       h('a', { class: 'stat', href: '#/flows' }, h('b', {}, p.flows.length), h('span', {}, `flows · ${p.agents.length} agents`)),
-      h('a', { class: 'stat', href: '#/runs' }, h('b', {}, o.runs.total), h('span', {}, `runs · ${failed} failed` + (o.runs.simulated ? ` · ${o.runs.simulated} simulated` : ''))),
+      h('a', { class: 'stat', href: '#/runs?outcome=fail', id: 'runs-stat' }, h('b', {}, o.runs.total), h('span', {}, `runs · ${failedChecks} failed their checks · ${modelFailures} model failures · ${errored} ended in an error` + (o.runs.simulated ? ` · ${o.runs.simulated} simulated` : ''))),
       h('a', { class: 'stat', href: '#/runs?status=waiting_human' }, h('b', {}, waiting), h('span', {}, 'runs wait for a person')),
       h('a', { class: 'stat', href: '#/research' }, h('b', {}, o.experiments), h('span', {}, `experiments · ${o.series.total} series`)),
       h('a', { class: 'stat', href: '#/research' }, h('b', {}, paused), h('span', {}, 'series await approval')),

@@ -14,7 +14,7 @@ export async function pageResearch() {
   return [
     h('h1', {}, 'Research'),
     h('p', { class: 'sub' }, 'Each experiment asks one question about one factor. Explore on working cases as often as you like; confirm once on held-out cases.'),
-    paused.length ? h('div', { class: 'note warn' }, h('b', {}, `${paused.length} series wait for your approval: `), paused.map((sr, i) => [i ? ', ' : '', link('#/series/' + sr.series_id, `${sr.experiment_id} (${sr.series_id})`)])) : null,
+    paused.length ? h('div', { class: 'note warn' }, h('b', {}, `${paused.length} series ${paused.length === 1 ? 'waits' : 'wait'} for your approval: `), paused.map((sr, i) => [i ? ', ' : '', link('#/series/' + sr.series_id, `${sr.experiment_id} (${sr.series_id})`)])) : null,
     h('h2', {}, 'Experiments'),
     h('table', { id: 'experiments' },
       h('thead', {}, h('tr', {}, ['experiment', 'standing finding', 'failure mode', 'question', 'factor', 'latest exploration'].map(t => h('th', {}, t)))),

@@ -1,5 +1,5 @@
 /* Page: a series, live. */
-import { announce, badge, errorBox, fmt, h, kv, link, pager, patch, replace, simBadge, simNote } from './dom.js';
+import { announce, badge, errorBox, fmt, h, kv, link, pager, patch, replace, simBadge, simNote, words } from './dom.js';
 import { api } from './api.js';
 import { proveAct } from './passkey.js';
 import { bar, clsOf, diffLabel, intervalPlot, refsFor, spendPlot } from './plots.js';
@@ -116,7 +116,7 @@ export function pausePanel(sn, notice) {
   return h('section', { class: 'card note warn', id: 'approval', 'aria-labelledby': 'approval-h' },
     h('h2', { id: 'approval-h', style: 'margin-top:0' }, 'Waiting for your approval'),
     h('p', {}, reason),
-    kv([['reason', h('code', {}, p.reason || '')], ['spent', fmt.money(p.spent_usd || sn.spend.usd) + (sn.spend.lower_bound ? ' (a lower bound)' : '')], ['cap', fmt.money(sn.spend.cap_usd)],
+    kv([['reason', h('span', { 'data-code': p.reason || '' }, words(p.reason || ''))], ['spent', fmt.money(p.spent_usd || sn.spend.usd) + (sn.spend.lower_bound ? ' (a lower bound)' : '')], ['cap', fmt.money(sn.spend.cap_usd)],
       ['done', `${sn.progress.done} of ${sn.progress.attempts} attempts`],
       p.reason === 'cap_above_project' ? null : ['to finish', finishBox]]),
     choices,
@@ -234,20 +234,21 @@ export function casesSection(sn) {
       variants.map(v => {
         const c = r.variants[v] || { attempts: [] };
         return h('td', {}, `${c.passes}/${c.counted} pass`, c.failed_checks && c.failed_checks.length ? h('div', { class: 'err' }, 'failed: ' + c.failed_checks.join(', ')) : null,
-          attemptLinks(c.attempts));
+          attemptLinks(c.attempts, `${r.case}, ${v}`));
       }))))));
   if (sn.hidden_cases) out.push(h('p', { class: 'muted' }, `${sn.hidden_cases} more case(s) not listed (held-out cases, or beyond the first 50).`));
   return out;
 }
 
 /** Links to the traces of a case's failing attempts (at most 6), else to its first one; the rest are counted. */
-export function attemptLinks(attempts) {
+export function attemptLinks(attempts, whose) {
   const bad = attempts.filter(a => a.outcome && a.outcome !== 'pass');
   const shown = (bad.length ? bad : attempts.filter(a => a.run_id).slice(0, 1)).slice(0, 6);
   const waiting = attempts.filter(a => a.status !== 'done').length;
   return h('div', {},
     shown.map(a => a.run_id ? [link('#/runs/' + a.run_id, `#${a.repeat + 1}${a.outcome && a.outcome !== 'pass' ? ' ' + (a.error || a.outcome) : ''}`,
-      { class: 'attempt-link', title: `${a.outcome || a.status}${a.message ? ': ' + a.message : ''}`, 'data-outcome': a.outcome || a.status }), ' '] : null),
+      { class: 'attempt-link', title: `${a.outcome || a.status}${a.message ? ': ' + a.message : ''}`, 'data-outcome': a.outcome || a.status,
+        'aria-label': `${whose ? whose + ': ' : ''}attempt ${a.repeat + 1}, ${words(a.outcome || a.status)}` }), ' '] : null),
     bad.length > shown.length ? h('span', { class: 'muted' }, `+${bad.length - shown.length} more failing `) : null,
     waiting ? h('span', { class: 'muted' }, `${waiting} not finished`) : null);
 }
