@@ -371,6 +371,70 @@ def test_series_and_approval_pages_fit_a_phone(phone: Any, server: tuple[Path, s
     shot(phone, "experiment-phone")
 
 
+def nothing_wider_than_the_screen(pg: Any) -> None:
+    """No table, card or plot runs past the screen's right edge, and none scrolls sideways inside itself."""
+    wide = pg.evaluate(
+        """() => [...document.querySelectorAll('main table, main .card, main .plot-box')]
+            .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 || e.scrollWidth > e.clientWidth + 1)
+            .map(e => (e.id || e.className) + ' ' + Math.round(e.getBoundingClientRect().right))"""
+    )
+    assert wide == [], wide
+
+
+def test_a_phone_shows_the_decision_and_what_waits_on_the_first_screen(browser: Any, server: tuple[Path, str]) -> None:
+    """Issue 29 at 390×844: status and verdict without sideways scrolling (tables become cards), the approval and
+    the live progress on the first screen, what waits for the person first on the Overview, the navigation one row,
+    a flow graph that scrolls instead of shrinking its text below 11 px."""
+    _root, base = server
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    pg = context.new_page()
+    pg.set_default_timeout(20_000)
+    login(pg, base)
+    paused = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 8, "repeats": 1, "cap_usd": "0.0012"})
+    assert settle(base, paused)["status"] == "awaiting_approval"
+    open_page(pg, base, f"series/{paused}")
+    pg.wait_for_selector("#approve-double")
+    no_sideways_scroll(pg)
+    nothing_wider_than_the_screen(pg)
+    tops = pg.evaluate(
+        """() => ({approval: document.querySelector('#approval').getBoundingClientRect().top,
+                   progress: document.querySelector('#progress-text').getBoundingClientRect().top,
+                   badge: document.querySelector('main .sub .badge').getBoundingClientRect().right})"""
+    )
+    assert tops["approval"] < 844 and tops["badge"] <= 390, tops
+    assert tops["progress"] < 844 * 2, tops  # right under the approval panel, before the verdict's long sentence
+    assert pg.evaluate("() => document.querySelector('.stack').dataset.active") == "true"
+    shot(pg, "approval-phone-390")
+    # The series table of Research as cards: each cell beside its heading, the status and verdict in view.
+    open_page(pg, base, "research")
+    pg.wait_for_selector("#experiments tbody tr")
+    no_sideways_scroll(pg)
+    nothing_wider_than_the_screen(pg)
+    labels = pg.eval_on_selector_all("#experiments tbody tr:first-child td", "tds => tds.map(td => td.dataset.label)")
+    assert labels[:2] == ["experiment", "standing finding"], labels
+    shot(pg, "research-phone-390")
+    # The Overview: what waits for the person comes before the counts.
+    open_page(pg, base, "")
+    pg.wait_for_selector("#waiting")
+    waiting = pg.eval_on_selector("#waiting", "e => e.getBoundingClientRect().top")
+    assert waiting < 844, waiting
+    nav = pg.eval_on_selector("#nav", "n => [n.getBoundingClientRect().height, n.scrollWidth >= n.clientWidth]")
+    assert nav[0] < 60, nav  # one row
+    # A flow graph keeps its size and scrolls: no text drawn below 11 px.
+    open_page(pg, base, "flows/support_case")
+    pg.wait_for_selector("svg.flow")
+    smallest = pg.evaluate(
+        """() => { const svg = document.querySelector('svg.flow');
+                   const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+                   const sizes = [...svg.querySelectorAll('text')].map(t => parseFloat(getComputedStyle(t).fontSize));
+                   return Math.min(...sizes) * scale; }"""
+    )
+    assert smallest >= 11, smallest
+    no_sideways_scroll(pg)
+    shot(pg, "flow-phone-390")
+    context.close()
+
+
 # ---- findings, lists, the chat ----
 
 

@@ -106,6 +106,18 @@ export function pager(page, pages, total, noun, go) {
     h('span', {}, `page ${page} of ${pages} · ${total} ${noun}`),
     h('button', { type: 'button', disabled: page >= pages, onclick: () => go(page + 1), 'aria-label': 'next page' }, 'Next →'));
 }
+/** Give every cell of the tables under `root` its column's heading (`data-label`): below 600 px wide a table is
+ * drawn as cards, one a row, each value with its heading beside it (app.css). */
+export function labelTables(root) {
+  (root.querySelectorAll ? root.querySelectorAll('table') : []).forEach(t => {
+    const heads = [...t.querySelectorAll('thead th')].map(th => th.textContent.trim());
+    if (!heads.length) return;
+    t.querySelectorAll('tbody tr').forEach(tr => [...tr.children].forEach((cell, i) => {
+      if (!cell.hasAttribute('data-label')) cell.setAttribute('data-label', heads[i] || '');
+    }));
+  });
+}
+
 export function simNote(text) {
   return h('div', { class: 'note sim', role: 'note' }, h('b', {}, 'Simulated. '), text);
 }

@@ -88,5 +88,7 @@ export function flowGraph(flow, ranges) {
     el.appendChild(g);
   });
   draw(el, lay, M, M);
-  return el;
+  // Never shrunk to fit: a narrow screen scrolls the graph sideways (its text stays readable), and says so.
+  return h('div', { class: 'flow-scroll', tabindex: 0, role: 'region', 'aria-label': `graph of flow ${flow.id}, scrolls sideways` }, el,
+    h('p', { class: 'muted flow-hint' }, 'Scroll sideways to see the whole flow.'));
 }

@@ -1,6 +1,6 @@
 /* AQVEN Studio: ES modules, no build step, nothing fetched from elsewhere. Pages are drawn from the project
  * server's REST API; live pages hold one server-sent event stream each. */
-import { main } from './dom.js';
+import { labelTables, main } from './dom.js';
 import { api } from './api.js';
 import { go, start, state } from './nav.js';
 import { pageOverview } from './overview.js';
@@ -26,6 +26,8 @@ const routes = [
 ];
 
 document.getElementById('skip').addEventListener('click', () => main.focus());
+// Tables drawn now or later (live sections, pages of a listing) get their cards' labels (dom.labelTables).
+new MutationObserver(() => labelTables(main)).observe(main, { childList: true, subtree: true });
 document.addEventListener('keydown', ev => {
   if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
   const t = ev.target;

@@ -16,6 +16,9 @@ export async function pageOverview() {
   return [
     h('h1', {}, p.name || p.package),
     h('p', { class: 'sub' }, p.description || '', ' ', h('span', { class: 'mono' }, p.root)),
+    // What waits for the person first: on a phone it is on the first screen.
+    paused ? h('div', { class: 'note warn', id: 'waiting' }, h('b', {}, 'Waiting for you: '),
+      o.awaiting_approval.map((sr, i) => [i ? ', ' : '', link('#/series/' + sr.series_id, `${sr.experiment_id || 'look'} (${sr.series_id})`)])) : null,
     o.simulate ? simNote('Simulated mode is on for this server: every run and series answers with the project\'s simulators instead of the models. Costs are what the real models would have charged for the same tokens; nothing was billed.') : null,
     h('div', { class: 'cards' },
       h('a', { class: 'stat', href: '#/flows' }, h('b', {}, p.flows.length), h('span', {}, `flows · ${p.agents.length} agents`)),
@@ -25,8 +28,6 @@ export async function pageOverview() {
       h('a', { class: 'stat', href: '#/research' }, h('b', {}, paused), h('span', {}, 'series await approval')),
       h('a', { class: 'stat', href: '#/findings' }, h('b', {}, o.findings), h('span', {}, 'findings'))),
     capPendingNote(p, () => location.reload()),
-    paused ? h('div', { class: 'note warn' }, h('b', {}, 'Waiting for you: '),
-      o.awaiting_approval.map((sr, i) => [i ? ', ' : '', link('#/series/' + sr.series_id, `${sr.experiment_id || 'look'} (${sr.series_id})`)])) : null,
     h('h2', {}, h('code', {}, 'aqven check')),
     checkBox,
     h('h2', {}, 'Latest series'),

@@ -12,6 +12,7 @@ export async function pageSeries(id, _query, ctx) {
   const first = await api('/api/studio/series/' + encodeURIComponent(id));
   const sec = { head: h('div'), notice: h('div', { id: 'notice', role: 'status' }), pause: h('div'), verdict: h('div'), approvals: h('div'), progress: h('div'), matrix: h('div'), dist: h('div'), cases: h('div'), grid: h('div'), attempts: h('div') };
   let lastStatus = first.status;
+  const stack = h('div', { class: 'stack' }, sec.verdict, sec.progress);
   const render = sn => {
     const e = sn.experiment;
     patch(sec.head, [sn.status, sn.stop_reason, sn.simulated, sn.finding], () => [
@@ -30,6 +31,7 @@ export async function pageSeries(id, _query, ctx) {
     patch(sec.dist, [sn.status, ENDED.includes(sn.status) ? 0 : Math.floor(sn.progress.done / 50)], () => distributionsSection(sn));
     patch(sec.grid, [sn.status, sn.on, ENDED.includes(sn.status) ? 0 : Math.floor(sn.progress.done / 50)], () => caseGridSection(sn));
     patch(sec.cases, [sn.cases, sn.hidden_cases], () => casesSection(sn));
+    stack.dataset.active = String(!ENDED.includes(sn.status));
     if (sn.status !== lastStatus) { announce(`series ${sn.status}` + (sn.verdict && sn.status === 'done' ? ': ' + sn.verdict.verdict : '')); lastStatus = sn.status; }
   };
   render(first);
@@ -38,7 +40,8 @@ export async function pageSeries(id, _query, ctx) {
   if (!['done', 'cancelled', 'failed'].includes(first.status)) {
     stream('/api/series/' + encodeURIComponent(id) + '/stream', { snapshot: sn => { if (ctx.alive()) render(sn); } });
   }
-  return [sec.head, sec.notice, sec.pause, sec.verdict, sec.approvals, sec.progress, sec.matrix, sec.dist, sec.cases, sec.grid, sec.attempts];
+  // While it runs or waits, its progress and spend come before the verdict (what a person acts on, first screen).
+  return [sec.head, sec.notice, sec.pause, stack, sec.approvals, sec.matrix, sec.dist, sec.cases, sec.grid, sec.attempts];
 }
 
 export async function cancelSeries(id) {
