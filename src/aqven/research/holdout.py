@@ -252,9 +252,19 @@ def sealed_run_groups(db: Database, series_id: str | None = None) -> list[dict[s
     sql = sealed if series_id is None else f"SELECT id FROM ({sealed}) WHERE id=?"
     params = () if series_id is None else (series_id,)
     out: list[dict[str, Any]] = []
-    for row in db.query(f"SELECT sealed_view FROM series WHERE id IN ({sql})", params):
+    rows = db.query(
+        "SELECT id, kind, sealed_view, json_extract(plan, '$.flow_id') AS flow_id,"
+        " (SELECT COUNT(*) FROM attempts a WHERE a.series_id = series.id AND a.side = 'holdout') AS held"
+        f" FROM series WHERE id IN ({sql})",
+        params,
+    )
+    for row in rows:
         view = json.loads(row["sealed_view"]) if row["sealed_view"] else {}
-        out.extend(view.get("run_groups") or [])
+        groups = view.get("run_groups")
+        if groups is None and row["kind"] == "look" and row["held"]:
+            # Before its first step a look's held-out attempts are counted, as its plan has them, by no status.
+            groups = [{"flow_id": row["flow_id"], "status": None, "outcome": None, "n": int(row["held"])}]
+        out.extend(groups or [])
     return out
 
 

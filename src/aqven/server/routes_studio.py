@@ -110,7 +110,8 @@ def overview(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
         for r in db.query(f"SELECT status, COUNT(*) AS n FROM runs WHERE NOT {SEALED_RUN_SQL} GROUP BY status")
     }
     for group in sealed_run_groups(db):
-        runs[group["status"]] = runs.get(group["status"], 0) + int(group["n"])
+        if group["status"] is not None:  # a look's held-out runs before its first step have none to show
+            runs[group["status"]] = runs.get(group["status"], 0) + int(group["n"])
     runs = {status: n for status, n in runs.items() if n}
     # What a reader takes "failed" for: the attempts' outcomes (a run can end "done" while a check failed). Sealed
     # attempts (a held-out series that still runs, a look's held-out ones) are left out: they are only counted.
