@@ -197,7 +197,7 @@ def finish_line(client: Client, series_id: str, spend: dict[str, Any]) -> str:
     return (
         f"finishing its {est['left']} attempts left would cost about {money(est['more_usd'])} more, "
         f"{money(est['total_usd'])} in all{lower}, at {money(est['per_attempt_usd'])} an attempt so far: "
-        f"a cap of {money(est['cap_to_finish_usd'])} lets it finish (its cap is {money(spend['cap_usd'])}; "
+        f"a cap of ${est['cap_to_finish_usd']} lets it finish (its cap is {money(spend['cap_usd'])}; "
         f"aqven approve {series_id} --cap {est['cap_to_finish_usd']})"
     )
 
