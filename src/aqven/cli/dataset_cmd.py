@@ -1,4 +1,5 @@
-"""`aqven dataset import` and `aqven dataset export`: datasets in and out of a project, no server needed."""
+"""`aqven dataset import`, `export` and `cases`: datasets in and out of a project, and their working cases; no
+server needed."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from aqven.errors import ProjectError
 if TYPE_CHECKING:
     from aqven.project.diagnostics import Diagnostic
 
-dataset_app = typer.Typer(no_args_is_help=True, help="Datasets in and out: import CSV / JSONL, export.")
+dataset_app = typer.Typer(
+    no_args_is_help=True, help="Datasets in and out: import CSV / JSONL, export; list a dataset's working cases."
+)
 FORMATS = ("jsonl", "yaml", "csv")
 RootOption = Annotated[Path | None, typer.Option(help="the project folder (default: found from here)")]
 
@@ -150,3 +153,26 @@ def export_cmd(
     else:
         out.write_text(_yaml_text([json.loads(json.dumps(case_json(c))) for c in dataset.cases]), encoding="utf-8")
     console.print(f"exported {len(dataset.cases)} cases of {dataset_id} to {out}")
+
+
+@dataset_app.command("cases")
+def cases_cmd(
+    dataset_id: Annotated[str | None, typer.Argument(help="the dataset (default: every dataset)")] = None,
+    root: RootOption = None,
+) -> None:
+    """List a dataset's working (dev) cases by name, in file order; held-out cases are only counted."""
+    from aqven.project.loader import load_project
+
+    project = load_project(_root(root))
+    if dataset_id is not None and dataset_id not in project.datasets:
+        hint = f"datasets: {', '.join(sorted(project.datasets)) or 'none'}"
+        _fail(_problem("E_DATASET_MISSING", f"no dataset {dataset_id!r}", hint))
+    for did in [dataset_id] if dataset_id is not None else sorted(project.datasets):
+        cases = project.datasets[did].cases
+        dev = [c.name for c in cases if project.side(c.name) == "dev"]
+        console.print(
+            f"{did}: {len(dev)} working (dev) case(s); {len(cases) - len(dev)} held-out case(s), not listed",
+            markup=False,
+        )
+        for name in dev:
+            console.print(f"  {name}", markup=False)

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from aqven.cli.background import connect
 from aqven.cli.render import console, money
 from aqven.cli.series_cmd import follow, report
 from aqven.errors import AqvenError
@@ -72,7 +73,7 @@ def run_demo(directory: Path) -> None:
         f"created the showcase project in {directory} (package lumen); this computer runs it simulated, "
         f"with a ${DEMO_CAP_USD} spend cap (.aqven/local.yaml)"
     )
-    client = Client(root)
+    client = connect(root)
     check = client.get("/api/check")
     console.print(
         f"aqven check: {check['errors']} error(s), {check['warnings']} warning(s) · project server on {client.base}"

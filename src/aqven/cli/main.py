@@ -25,8 +25,22 @@ cap_app = typer.Typer(no_args_is_help=True, help="The project spend cap a person
 app.add_typer(cap_app, name="cap")
 
 from aqven.cli.dataset_cmd import dataset_app  # noqa: E402 - registered with the app it belongs to
+from aqven.cli.series_group import RUN, RunCommand, SeriesGroup  # noqa: E402
 
 app.add_typer(dataset_app, name="dataset")
+
+SERIES_HELP = (
+    "Run EXPERIMENT as a series and print its verdict (exit 0 done, 1 cancelled/failed, 3 approval, 4 person, "
+    "5 a verdict --fail-on lists); `aqven series list` lists series, `aqven series follow ID` follows one again."
+)
+series_app = typer.Typer(cls=SeriesGroup, no_args_is_help=True, help=SERIES_HELP)
+app.add_typer(series_app, name="series")
+
+server_app = typer.Typer(
+    no_args_is_help=True,
+    help="The project server that `aqven` commands start in the background: is it running (status), stop it.",
+)
+app.add_typer(server_app, name="server")
 YesOpt = Annotated[
     bool, typer.Option("--yes", help="act without asking (no terminal to ask at); recorded as --yes, not as a tty")
 ]
@@ -35,7 +49,9 @@ RootOpt = Annotated[Path | None, typer.Option("--root", help="the project folder
 
 
 def fail(err: AqvenError, code: int = 2) -> NoReturn:
-    show_error(err.to_dict())
+    from aqven.cli.hints import for_the_cli
+
+    show_error(for_the_cli(err).to_dict())
     raise typer.Exit(code)
 
 
@@ -126,7 +142,7 @@ def run(
     root: RootOpt = None,
 ) -> None:
     """Run FLOW on a case or an input and print its trace summary (exit 0 done, 1 failed, 4 waiting)."""
-    from aqven.server.client import Client
+    from aqven.cli.background import connect
 
     if (case is None) == (input_json is None):
         fail(
@@ -156,7 +172,7 @@ def run(
         if value is not None:
             body[key] = value
     try:
-        client = Client(project_root(root))
+        client = connect(project_root(root))
         record = client.post("/api/runs", body)
         events = client.get(f"/api/runs/{record['id']}/events", limit=5000)
     except AqvenError as err:
@@ -168,7 +184,17 @@ def run(
     raise typer.Exit({"done": 0, "failed": 1, "waiting_human": 4}.get(record["status"], 1))
 
 
-@app.command()
+@series_app.command(
+    RUN,
+    cls=RunCommand,
+    hidden=True,
+    help=SERIES_HELP,
+    epilog=(
+        "Also: `aqven series list [--experiment ID] [--limit N] [--json]` lists the project's series, newest first; "
+        "`aqven series follow SERIES` waits for one again, with the same exit codes. An experiment named list or "
+        "follow runs with -- before its name: `aqven series -- list`."
+    ),
+)
 def series(
     experiment: Annotated[str, typer.Argument(help="the experiment to run")],
     on: Annotated[str, typer.Option(help="dev (working cases) or holdout")] = "dev",
@@ -195,11 +221,9 @@ def series(
     ] = None,
     root: RootOpt = None,
 ) -> None:
-    """Run EXPERIMENT as a series and print its verdict (exit 0 done, 1 cancelled/failed, 3 approval, 4 person,
-    5 a verdict --fail-on lists)."""
+    from aqven.cli.background import connect
     from aqven.cli.gate import parse_fail_on
     from aqven.cli.series_cmd import Gate, start_and_follow
-    from aqven.server.client import Client
 
     if on not in ("dev", "holdout"):
         fail(
@@ -224,9 +248,61 @@ def series(
     except AqvenError as err:
         fail(err)
     try:
-        code = start_and_follow(Client(project_root(root)), body, as_json=as_json, gate=gate)
+        code = start_and_follow(connect(project_root(root)), body, as_json=as_json, gate=gate)
     except AqvenError as err:
         _show_problems(err)
+        fail(err, 1)
+    raise typer.Exit(code)
+
+
+@series_app.command("list")
+def series_list(
+    experiment: Annotated[str | None, typer.Option("--experiment", help="only the series of this experiment")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="at most this many, newest first")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="print the list as JSON")] = False,
+    root: RootOpt = None,
+) -> None:
+    """List the project's series, newest first: id, experiment, side, status, verdict, spend of cap, created."""
+    from aqven.cli.background import connect
+    from aqven.cli.series_cmd import print_series_list, series_rows
+
+    where = project_root(root)
+    try:
+        client = connect(where)
+        rows = series_rows(client, experiment, limit)
+    except AqvenError as err:
+        fail(err, 1 if err.http_status == 404 else 2)
+    if as_json:
+        print(json.dumps(rows))
+    else:
+        print_series_list(client, rows)
+    raise typer.Exit(0)
+
+
+@series_app.command("follow")
+def series_follow(
+    series_id: Annotated[str, typer.Argument(help="the series to follow (`aqven series list` lists them)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the final state as one JSON line")] = False,
+    fail_on: Annotated[
+        str | None, typer.Option(help="CI gate: exit 5 when the done series' verdict is one of these")
+    ] = None,
+    junit: Annotated[Path | None, typer.Option(help="write a JUnit XML report of the series to this file")] = None,
+    summary: Annotated[Path | None, typer.Option(help="write a Markdown summary to this file")] = None,
+    root: RootOpt = None,
+) -> None:
+    """Wait for a series that runs on the server (started earlier, or left by Ctrl-C) and print its verdict, with
+    the exit codes of `aqven series` (0 done, 1 cancelled/failed, 3 approval, 4 person, 5 --fail-on)."""
+    from aqven.cli.background import connect
+    from aqven.cli.gate import parse_fail_on
+    from aqven.cli.series_cmd import Gate, follow_again
+
+    try:
+        gate = Gate(fail_on=parse_fail_on(fail_on), junit=junit, summary=summary)
+    except AqvenError as err:
+        fail(err)
+    try:
+        code = follow_again(connect(project_root(root)), series_id, as_json=as_json, gate=gate)
+    except AqvenError as err:
         fail(err, 1)
     raise typer.Exit(code)
 
@@ -249,9 +325,10 @@ def look(
     as_json: Annotated[bool, typer.Option("--json", help="print the final state as one JSON line")] = False,
     root: RootOpt = None,
 ) -> None:
-    """Run FLOW once on each named case: no verdict, no finding; every case with its checks and trace."""
-    from aqven.cli.series_cmd import print_look, start_and_follow
-    from aqven.server.client import Client
+    """Run FLOW once on each named case and show each working case's outcome and a short trace (nodes, models,
+    tokens, cost): no verdict, no finding, no checks (checks belong to an experiment: `aqven series`)."""
+    from aqven.cli.background import connect
+    from aqven.cli.series_cmd import INTERRUPTED, left_running, print_look, start_and_follow
 
     body = {
         "look": {
@@ -264,15 +341,19 @@ def look(
         "simulate": simulate,
     }
     try:
-        client = Client(project_root(root))
+        client = connect(project_root(root))
         code = start_and_follow(client, body, as_json=True) if as_json else None
         if code is None:
             started = client.post("/api/series", body)
             sid = started["series"]["series_id"]
-            state = client.get(f"/api/series/{sid}", wait_seconds=50, include_cases="true")
-            while state["status"] not in ("done", "cancelled", "failed", "awaiting_approval", "waiting_human"):
+            try:
                 state = client.get(f"/api/series/{sid}", wait_seconds=50, include_cases="true")
-            print_look(state)
+                while state["status"] not in ("done", "cancelled", "failed", "awaiting_approval", "waiting_human"):
+                    state = client.get(f"/api/series/{sid}", wait_seconds=50, include_cases="true")
+            except KeyboardInterrupt:
+                left_running(client, sid)
+                raise typer.Exit(INTERRUPTED) from None
+            print_look(client, state)
             code = {"done": 0, "awaiting_approval": 3, "waiting_human": 4}.get(state["status"], 1)
     except AqvenError as err:
         _show_problems(err)
@@ -282,12 +363,12 @@ def look(
 
 def _series_action(path: str, body: dict[str, Any], root: Path | None, *, yes: bool = False) -> None:
     from aqven.cli import approve_cmd
+    from aqven.cli.background import connect
     from aqven.cli.series_cmd import report
-    from aqven.server.client import Client
 
     sid = path.split("/")[3]
     try:
-        client = Client(project_root(root))
+        client = connect(project_root(root))
         if path.endswith("/approve"):
             state = approve_cmd.approve(client, sid, body.get("cap_usd"), yes=yes, token_cap=body.get("token_cap"))
         elif path.endswith("/stop"):
@@ -301,7 +382,11 @@ def _series_action(path: str, body: dict[str, Any], root: Path | None, *, yes: b
         from aqven.cli.series_cmd import follow
 
         state = follow(client, state["series_id"], quiet=False)
-    raise typer.Exit(report(client, state))
+        raise typer.Exit(report(client, state))  # followed to its end: the exit codes of `aqven series`
+    code = report(client, state)
+    if path.endswith(("/cancel", "/stop")) and state["status"] in ("cancelled", "done"):
+        code = 0  # the act succeeded: the series is cancelled, or stopped at its cap (its verdict is invalid)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -333,10 +418,10 @@ def stop(
 def cap_confirm(yes: YesOpt = False, root: RootOpt = None) -> None:
     """Confirm the project cap aqven.yaml asks for, when it raised it: new series get it from then on."""
     from aqven.cli import approve_cmd
-    from aqven.server.client import Client
+    from aqven.cli.background import connect
 
     try:
-        code = approve_cmd.confirm_cap(Client(project_root(root)), yes=yes)
+        code = approve_cmd.confirm_cap(connect(project_root(root)), yes=yes)
     except AqvenError as err:
         fail(err, 1 if err.code != "CONFIRMATION_REQUIRED" else 2)
     raise typer.Exit(code)
@@ -364,6 +449,99 @@ def serve(
         run_server(project_root(root), port)
     except AqvenError as err:
         fail(err)
+
+
+@server_app.command("status")
+def server_status(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the server's record as JSON (never its token)")
+    ] = False,
+    root: RootOpt = None,
+) -> None:
+    """Is a project server running for this project: pid, port, since, version, store (exit 0 running, 1 not)."""
+    from aqven.cli.background import root_option, since
+    from aqven.project.paths import state_dir
+    from aqven.server.lifecycle import read_server
+
+    where = project_root(root)
+    info = read_server(where)
+    if info is None:
+        if as_json:
+            print(json.dumps({"running": False}))
+        else:
+            console.print(f"no server running for the project in {where}", markup=False)
+        raise typer.Exit(1)
+    active = _active_series(where, info)
+    record = {
+        "running": True,
+        "pid": info.get("pid"),
+        "port": info.get("port"),
+        "started_at": info.get("started_at"),
+        "version": info.get("version"),
+        "root": info.get("root"),
+        "store": str(state_dir(where) / "aqven.sqlite"),
+        "log": str(state_dir(where) / "server.log"),
+        "healthy": bool(info.get("healthy")),
+        "active_series": active,
+    }
+    if as_json:
+        print(json.dumps(record))
+        raise typer.Exit(0)
+    state = "" if record["healthy"] else " (starting: it does not answer yet)"
+    console.print(f"the project server runs{state}: pid {record['pid']}, port {record['port']}", markup=False)
+    console.print(f"  since    {since(record['started_at'])}", markup=False)
+    console.print(f"  version  {record['version']}", markup=False)
+    console.print(f"  project  {record['root']}", markup=False)
+    console.print(f"  store    {record['store']}", markup=False)
+    console.print(f"  log      {record['log']}", markup=False)
+    if active is not None:
+        console.print(f"  series   {len(active)} active" + (f": {', '.join(active)}" if active else ""), markup=False)
+    console.print(f"stop it: aqven server stop{root_option(where)}", markup=False)
+    raise typer.Exit(0)
+
+
+def _active_series(root: Path, info: dict[str, Any]) -> list[str] | None:
+    """The ids of the series still running or waiting on that server (None when it cannot be asked)."""
+    from aqven.server.client import Client
+
+    if not info.get("healthy"):
+        return None
+    client = Client(root, start=False)
+    client.port, client.token = int(info["port"]), str(info.get("token") or "")
+    try:
+        items = client.request("GET", "/api/series", query={"limit": 500}, timeout=5.0)
+    except AqvenError:
+        return None
+    return [str(s["series_id"]) for s in items if s.get("active")]
+
+
+@server_app.command("stop")
+def server_stop(root: RootOpt = None) -> None:
+    """Stop the project server (SIGTERM, then wait until it is gone); 'no server running' when none runs. Series it
+    was running pause and resume when a server starts again (any aqven command starts one)."""
+    from aqven.server.lifecycle import read_server, stop_server
+
+    where = project_root(root)
+    info = read_server(where)
+    if info is None:
+        console.print("no server running for this project", markup=False)
+        raise typer.Exit(0)
+    active = _active_series(where, info) or []
+    try:
+        stopped = stop_server(where)
+    except AqvenError as err:
+        fail(err, 1)
+    if stopped is None:
+        console.print("no server running for this project", markup=False)
+        raise typer.Exit(0)
+    console.print(f"stopped the project server (pid {stopped['pid']}, port {stopped['port']})", markup=False)
+    if active:
+        console.print(
+            f"{len(active)} series did not end ({', '.join(active)}): each goes on where it was when a server "
+            f"starts again (`aqven series follow {active[0]}` starts one)",
+            markup=False,
+        )
+    raise typer.Exit(0)
 
 
 @prices_app.command("update")
@@ -420,8 +598,12 @@ def mcp(root: RootOpt = None) -> None:
 
 
 def main() -> None:
+    from aqven.cli.background import say_still_running
+
     try:
         app()
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
+    finally:
+        say_still_running()  # a server this command started keeps running: say so once, and how to stop it

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from aqven.cli.gate import exit_code, gate_hit, write_reports
 from aqven.cli.render import console, err_console, money
 from aqven.cli.studio_cmd import studio_link
+from aqven.errors import AqvenError
 from aqven.server.client import Client
 
 EXIT_BY_STATUS = {"done": 0, "cancelled": 1, "failed": 1, "awaiting_approval": 3, "waiting_human": 4}
@@ -30,7 +33,71 @@ def _eta_text(eta: dict[str, Any] | None) -> str:
 
 
 def follow(client: Client, series_id: str, *, quiet: bool) -> dict[str, Any]:
-    """Poll the series until its status settles, showing progress, spend against the cap and time left."""
+    """Poll the series until its status settles, showing progress, spend against the cap and time left.
+
+    Ctrl-C stops the waiting, not the series: it says that the series keeps running on the server, what it spent,
+    and how to follow or cancel it, and exits 130."""
+    try:
+        return _follow(client, series_id, quiet=quiet)
+    except KeyboardInterrupt:
+        left_running(client, series_id)
+        raise typer.Exit(INTERRUPTED) from None
+
+
+INTERRUPTED = 130
+"""The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it."""
+
+
+def left_running(client: Client, series_id: str) -> None:
+    """After Ctrl-C: the series goes on on the server; say so (its id, status, spend) and how to follow or cancel
+    it. At a terminal, offer to cancel it (no by default; without a terminal nothing is asked)."""
+    try:
+        state: dict[str, Any] | None = client.request("GET", f"/api/series/{series_id}", timeout=5.0)
+    except (AqvenError, KeyboardInterrupt):
+        state = None
+    err_console.print("")
+    if state is None:
+        err_console.print(
+            f"interrupted: series {series_id} keeps running on the project server (its state could not be read)",
+            markup=False,
+        )
+    else:
+        status, spend = state["status"], state["spend"]
+        lower = "≥" if spend.get("lower_bound") else ""
+        where = (
+            f"status {status}, spent {lower}{money(spend['usd'])} of its {money(spend['cap_usd'])} cap, "
+            f"{state['progress']['done']} of {state['progress']['attempts']} attempts done"
+        )
+        if status in SETTLED and status not in ("waiting_human", "awaiting_approval"):
+            err_console.print(f"interrupted: series {series_id} has ended ({where})", markup=False)
+            return
+        err_console.print(
+            f"interrupted: series {series_id} keeps running on the project server ({where})", markup=False
+        )
+    err_console.print(f"  follow it: aqven series follow {series_id}", markup=False)
+    err_console.print(f"  cancel it: aqven cancel {series_id}", markup=False)
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return
+    try:
+        cancel = typer.confirm(f"cancel series {series_id} now?", default=False, err=True)
+    except (KeyboardInterrupt, EOFError, typer.Abort):
+        cancel = False
+    if not cancel:
+        err_console.print(f"series {series_id} keeps running", markup=False)
+        return
+    try:
+        done = client.post(f"/api/series/{series_id}/cancel", {"reason": "Ctrl-C at the terminal"})
+    except AqvenError as err:
+        err_console.print(f"not cancelled: {err.code}: {err.message}", markup=False)
+        return
+    err_console.print(
+        f"cancelled: series {series_id} (status {done['status']}): queued attempts never start, running ones "
+        "finish and are paid; no finding",
+        markup=False,
+    )
+
+
+def _follow(client: Client, series_id: str, *, quiet: bool) -> dict[str, Any]:
     state: dict[str, Any] = client.get(f"/api/series/{series_id}")
     if quiet:
         while state["status"] not in SETTLED:
@@ -80,8 +147,12 @@ def report(client: Client, state: dict[str, Any]) -> int:
         pause = state.get("pause") or {}
         console.print(
             f"series {sid} is waiting for approval ({pause.get('reason')}): spent "
-            f"{money(pause.get('spent_usd') or spend['usd'])} of its {money(spend['cap_usd'])} cap."
+            f"{money(pause.get('spent_usd') or spend['usd'])} of its {money(spend['cap_usd'])} cap, "
+            f"{state['progress']['done']} of {state['progress']['attempts']} attempts done."
         )
+        to_finish = finish_line(client, sid, spend)
+        if to_finish:
+            console.print(to_finish, soft_wrap=True)
         console.print(
             f"continue it in Studio: {studio_link(client, f'series/{sid}')}  or  aqven approve {sid} "
             f"[--cap USD]  (stop it: aqven stop {sid})",
@@ -111,6 +182,24 @@ def report(client: Client, state: dict[str, Any]) -> int:
         if state.get("finding"):
             console.print(f"finding written: {state['finding']} (FINDINGS.md regenerated)")
     return EXIT_BY_STATUS.get(status, 1)
+
+
+def finish_line(client: Client, series_id: str, spend: dict[str, Any]) -> str:
+    """What finishing a paused series would cost at its cost per attempt so far, and the cap that lets it finish
+    beside the cap it has ('' when nothing has a price yet: a series paused before its first attempt)."""
+    try:
+        est: dict[str, Any] = client.get(f"/api/studio/series/{series_id}/finish")
+    except AqvenError:
+        return ""
+    if not est.get("more_usd") or not est.get("cap_to_finish_usd"):
+        return ""
+    lower = " (at least: some attempts had no known price)" if spend.get("lower_bound") else ""
+    return (
+        f"finishing its {est['left']} attempts left would cost about {money(est['more_usd'])} more, "
+        f"{money(est['total_usd'])} in all{lower}, at {money(est['per_attempt_usd'])} an attempt so far: "
+        f"a cap of ${est['cap_to_finish_usd']} lets it finish (its cap is {money(spend['cap_usd'])}; "
+        f"aqven approve {series_id} --cap {est['cap_to_finish_usd']})"
+    )
 
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
@@ -187,16 +276,154 @@ def start_and_follow(client: Client, body: dict[str, Any], *, as_json: bool, gat
     return finish(client, state, gate, report(client, state))
 
 
-def print_look(state: dict[str, Any]) -> None:
+def print_look(client: Client, state: dict[str, Any]) -> None:
+    """Every working case of a look with its outcome, then each attempt's short trace (each node with its model,
+    tokens and cost) and its checks where it had any (pass/fail, score, reason). Held-out cases are only counted:
+    the server shows neither their checks nor their traces."""
     from rich.table import Table
 
     table = Table(show_edge=False)
     for col in ("case", "outcome", "error", "run"):
         table.add_column(col)
+    attempts: list[tuple[str, dict[str, Any]]] = []
     for row in state.get("cases", []):
         for v in row["variants"].values():
             for a in v["attempts"]:
                 table.add_row(row["case"], a["outcome"] or a["status"], a.get("error") or "", a.get("run_id") or "")
+                attempts.append((row["case"], a))
     console.print(table)
+    for case, a in attempts:
+        if a.get("run_id"):
+            for line in attempt_lines(client, case, a["run_id"]):
+                console.print(line, markup=False, soft_wrap=True)
     if state.get("hidden_cases"):
         console.print(f"{state['hidden_cases']} held-out case(s) ran but are not listed one by one")
+
+
+def attempt_lines(client: Client, case: str, run_id: str) -> list[str]:
+    """A case's checks and its run's nodes, in a few lines (what the server shows of a working case's run)."""
+    lines = [f"case {case} · run {run_id}"]
+    try:
+        attempt = (client.get(f"/api/studio/runs/{run_id}/attempt") or {}).get("attempt") or {}
+        trace: dict[str, Any] = client.get(f"/api/studio/runs/{run_id}/trace")
+    except AqvenError as exc:  # HOLDOUT_HIDDEN, a run gone: say why instead of showing nothing
+        return [*lines, f"  ({exc.code}: {exc.message})"]
+    for c in attempt.get("checks") or []:  # a look has none (checks belong to an experiment)
+        mark = "error" if c.get("error") else {True: "pass", False: "fail"}.get(c.get("passed"), "score")
+        score = f" {c['score']:.3g}" if isinstance(c.get("score"), int | float) else ""
+        why = c.get("error") or c.get("reason") or ""
+        lines.append(f"  check {c.get('check_id')}: {mark}{score}" + (f" — {why}" if why else ""))
+    for n in trace.get("nodes") or []:
+        calls = n.get("calls") or []
+        models = sorted(
+            {str((c.get("response") or c.get("request") or {}).get("model_name") or "") for c in calls} - {""}
+        )
+        costs = [(c.get("response") or c.get("error") or {}).get("cost_usd") for c in calls]
+        cost = (
+            ""
+            if not calls
+            else " · "
+            + (
+                "cost unknown"
+                if any(v is None for v in costs)
+                else money(sum((Decimal(str(v)) for v in costs), Decimal(0)))
+            )
+        )
+        tokens = n.get("tokens") or {}
+        used = f" · {tokens.get('input', 0)}/{tokens.get('output', 0)} tokens" if calls else ""
+        ms = f" {n['duration_ms']:.0f} ms" if isinstance(n.get("duration_ms"), int | float) else ""
+        err = f" · {n['error'].get('code')}" if n.get("error") else ""
+        lines.append(
+            f"  {'  ' * int(n.get('depth') or 0)}node {n['id']} ({n.get('kind') or '?'}) {n.get('status')}{ms}"
+            + (f" · {', '.join(models)}" if models else "")
+            + used
+            + cost
+            + err
+        )
+    return lines
+
+
+def follow_again(client: Client, series_id: str, *, as_json: bool, gate: Gate) -> int:
+    """`aqven series follow`: wait for a series that runs on the server, as `aqven series` waits, and end as it ends."""
+    state: dict[str, Any] = client.get(f"/api/series/{series_id}")  # SERIES_NOT_FOUND before any progress bar
+    if not as_json:
+        what = state.get("experiment_id") or f"a look at {(state.get('plan') or {}).get('flow_id') or 'a flow'}"
+        console.print(
+            f"series {series_id}: {what} on {state['on']}, {state['status']}, "
+            f"{state['progress']['done']} of {state['progress']['attempts']} attempts done"
+            + (" · simulated" if state.get("simulated") else "")
+        )
+    state = follow(client, series_id, quiet=as_json)
+    if as_json:
+        print(json.dumps(state))
+        return finish(client, state, gate, EXIT_BY_STATUS.get(state["status"], 1))
+    return finish(client, state, gate, report(client, state))
+
+
+def series_rows(client: Client, experiment: str | None, limit: int) -> list[dict[str, Any]]:
+    """The project's series, newest first, each with its spend of its cap (an active one's from its snapshot)."""
+    items: list[dict[str, Any]] = client.get("/api/series", experiment_id=experiment, limit=limit)
+    rows = []
+    for it in items:
+        spend, cap, lower = it.get("spend_usd"), it.get("cap_usd"), bool(it.get("spend_lower_bound"))
+        if spend is None:  # active, or cancelled while attempts finish: its snapshot has the spend as it moves
+            try:
+                snap = client.get(f"/api/series/{it['series_id']}")
+                spend, cap = snap["spend"]["usd"], snap["spend"]["cap_usd"]
+                lower = bool(snap["spend"].get("lower_bound"))
+            except AqvenError:
+                spend = None
+        rows.append(
+            {
+                "series_id": it["series_id"],
+                "experiment_id": it.get("experiment_id"),
+                "kind": it.get("kind"),
+                "flow_id": it.get("flow_id"),
+                "on": it.get("on"),
+                "status": it.get("status"),
+                "verdict": it.get("verdict"),
+                "spend_usd": spend,
+                "cap_usd": cap,
+                "spend_lower_bound": lower,
+                "simulated": bool(it.get("simulated")),
+                "created_at": it.get("created_at"),
+            }
+        )
+    return rows
+
+
+def print_series_list(client: Client, rows: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    if not rows:
+        console.print("no series yet: `aqven series EXPERIMENT` starts one")
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("series", "experiment", "on", "status", "verdict", "spend of cap", "created"):
+        table.add_column(col, justify="right" if col == "spend of cap" else "left")
+    for r in rows:
+        what = r["experiment_id"] or f"(look: {r.get('flow_id') or '?'})"
+        spend = "?" if r["spend_usd"] is None else ("≥" if r["spend_lower_bound"] else "") + money(r["spend_usd"])
+        table.add_row(
+            r["series_id"],
+            what + (" · sim" if r["simulated"] else ""),
+            r["on"] or "",
+            r["status"] or "",
+            r["verdict"] or "",
+            f"{spend} of {money(r['cap_usd'])}",
+            str(r["created_at"] or "")[:19].replace("T", " "),
+        )
+    console.print(table)
+    named = {"list", "follow"} & {e["id"] for e in _experiments(client)}
+    for name in sorted(named):
+        err_console.print(
+            f"note: experiment {name!r} runs with -- before its name: aqven series -- {name}", markup=False
+        )
+
+
+def _experiments(client: Client) -> list[dict[str, Any]]:
+    try:
+        out: list[dict[str, Any]] = client.get("/api/experiments")
+    except AqvenError:
+        return []
+    return out

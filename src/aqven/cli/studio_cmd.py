@@ -26,7 +26,9 @@ def studio_link(client: Client, page: str | None = None, *, strict: bool = False
 
 def open_studio(root: Path, *, page: str | None = None, open_browser: bool = True) -> str:
     """A Studio login link of this project's server (started when needed); opened in a browser unless told not to."""
-    url = studio_link(Client(root), page, strict=True)
+    from aqven.cli.background import connect
+
+    url = studio_link(connect(root), page, strict=True)
     console.print(f"Studio: {url}", markup=False, soft_wrap=True)
     console.print("(the link logs one browser in, once, within five minutes)", markup=False)
     if open_browser:

@@ -12,7 +12,7 @@ from typing import Any
 
 from aqven.errors import PERSON_KEY_MISSING, AqvenError, ServerError
 from aqven.people import person_dir, person_key, refuse_unsafe
-from aqven.server.lifecycle import ensure_server, read_token
+from aqven.server.lifecycle import read_token, start_server
 from aqven.server.security import HOST
 
 RECONNECTS = 2  # a read that finds the server gone starts it again (it resumes its series) and retries
@@ -27,12 +27,14 @@ class Client:
         self.start = start
         self.port = 0
         self.token = ""
+        self.started_server = False  # this client started the server (it then runs on in the background)
         if start:
             self.connect()
 
     def connect(self) -> None:
         """Find this project's server (start one when none runs) and take its token."""
-        self.port = ensure_server(self.root)
+        self.port, started = start_server(self.root)
+        self.started_server = self.started_server or started
         self.token = read_token(self.root)
 
     @property

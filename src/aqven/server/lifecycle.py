@@ -21,7 +21,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from aqven import __version__
-from aqven.errors import ServerError
+from aqven.errors import SERVER_STOP_FAILED, ServerError
 from aqven.project.paths import state_dir
 from aqven.server.security import HOST, Access, health_proof
 
@@ -271,10 +271,16 @@ WARM_WAIT_S = 20.0
 def ensure_server(root: Path, timeout: float = 30.0) -> int:
     """The port of this project's server, starting one in the background when none runs (and then waiting, at most
     WARM_WAIT_S, until it has loaded the project: its first request would otherwise wait for that load)."""
+    return start_server(root, timeout)[0]
+
+
+def start_server(root: Path, timeout: float = 30.0) -> tuple[int, bool]:
+    """`ensure_server`, and whether this call started the server (the CLI then says it keeps running)."""
     root = root.resolve()
     info = read_server(root)
     if info is not None and info.get("healthy"):
-        return int(info["port"])
+        return int(info["port"]), False
+    started = info is None
     if info is None:
         log = state_dir(root) / "server.log"
         log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -292,8 +298,36 @@ def ensure_server(root: Path, timeout: float = 30.0) -> int:
     while time.monotonic() < deadline:
         info = read_server(root)
         if info is not None and info.get("healthy"):
-            return wait_warm(root, int(info["port"]), time.monotonic() + WARM_WAIT_S)
+            return wait_warm(root, int(info["port"]), time.monotonic() + WARM_WAIT_S), started
         time.sleep(0.1)
     raise ServerError(
         "the project server did not start", code="SERVER_START_FAILED", hint=f"see {state_dir(root) / 'server.log'}"
+    )
+
+
+STOP_WAIT_S = 20.0
+"""How long `aqven server stop` waits for the server to end after SIGTERM (it finishes its requests and closes
+the database; running series pause there and resume when a server starts again)."""
+
+
+def stop_server(root: Path, timeout: float = STOP_WAIT_S) -> dict[str, Any] | None:
+    """Stop this project's server: SIGTERM, then wait until its process is gone. The server's record (None when no
+    server runs); raises `ServerError` when it is still alive after `timeout` seconds."""
+    info = read_server(root)
+    if info is None:
+        return None
+    pid = int(info["pid"])
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)  # a server this process started itself: reap it
+            return info
+        time.sleep(0.05)
+    raise ServerError(
+        f"the project server (pid {pid}) is still running {timeout:.0f} s after it was asked to stop",
+        code=SERVER_STOP_FAILED,
+        hint=f"see {state_dir(root) / 'server.log'}; `kill -9 {pid}` ends it at once (a series resumes later)",
     )

@@ -8,6 +8,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from aqven.errors import ATTEMPT_NOT_FOUND, SERIES_NOT_FOUND, NotFoundError
@@ -175,6 +176,29 @@ class SeriesStore:
             f"SELECT * FROM series {where} ORDER BY created_at DESC, id DESC LIMIT ?", (*params, limit)
         )
         return [self._series(r, r["plan"]) for r in rows]
+
+    def spent(self, series_ids: list[str]) -> dict[str, tuple[Decimal, int]]:
+        """Per series: (dollars its attempts spent, attempts not running with an unpriced call), from the tallies
+        the trigger keeps (`series_costs`, `series_cells`), for series that have ended (a running series' spend
+        also counts its running attempts: read its snapshot)."""
+        out: dict[str, tuple[Decimal, int]] = {sid: (Decimal(0), 0) for sid in series_ids}
+        if not series_ids:
+            return out
+        marks = ",".join("?" for _ in series_ids)
+        for r in self.db.query(
+            f"SELECT series_id, cost_usd, n FROM series_costs WHERE series_id IN ({marks}) AND n != 0",
+            tuple(series_ids),
+        ):
+            spent, unpriced = out[r["series_id"]]
+            out[r["series_id"]] = (spent + Decimal(r["cost_usd"] or "0") * int(r["n"]), unpriced)
+        for r in self.db.query(
+            f"SELECT series_id, SUM(unpriced) AS u FROM series_cells WHERE series_id IN ({marks})"
+            " AND status != 'running' GROUP BY series_id",
+            tuple(series_ids),
+        ):
+            spent, _ = out[r["series_id"]]
+            out[r["series_id"]] = (spent, int(r["u"] or 0))
+        return out
 
     def ids_with_status(self, *statuses: str) -> list[str]:
         marks = ",".join("?" for _ in statuses)

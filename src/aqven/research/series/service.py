@@ -290,7 +290,12 @@ class SeriesService:
 
     def list_series(self, experiment_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         out = []
-        for s in self.store.list_series(experiment_id=experiment_id, limit=limit):
+        rows = self.store.list_series(experiment_id=experiment_id, limit=limit)
+        # The spend of the series that ended (an active one's spend moves, and a held-out one shows it only at
+        # coarse steps: its snapshot says it).
+        spent = self.store.spent([s.id for s in rows if s.status in ENDED and s.ended_at is not None])
+        for s in rows:
+            usd, unpriced = spent.get(s.id, (None, 0))
             out.append(
                 {
                     "series_id": s.id,
@@ -306,6 +311,10 @@ class SeriesService:
                     "finding": s.finding,
                     "stop_reason": s.stop_reason,  # "stopped_at_cap": Studio shows it as stopped, not done
                     "active": s.status not in ENDED,
+                    "cap_usd": s.cap_usd,
+                    "spend_usd": None if usd is None else str(usd),
+                    "spend_lower_bound": unpriced > 0,
+                    "flow_id": s.plan.flow_id,
                 }
             )
         return out

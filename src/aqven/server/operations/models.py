@@ -138,6 +138,10 @@ class SeriesItem(Open):
     text: str | None = None
     finding: str | None = None
     active: bool = False
+    cap_usd: str | None = None
+    spend_usd: str | None = None  # what an ended series spent (None while it is active: its snapshot says)
+    spend_lower_bound: bool = False  # some of its attempts had no known price
+    flow_id: str | None = None
 
 
 class ExperimentOut(Open):
