@@ -61,6 +61,27 @@ def approve_question(state: dict[str, Any], cap: str | None, token_cap: int | No
     )
 
 
+def approval_choices(series_id: str, est: dict[str, Any]) -> list[str]:
+    """The two amounts a person weighs, each named with what it buys (as Studio offers them)."""
+    out = []
+    double, pauses = est.get("double_usd"), est.get("double_pauses_after")
+    if double:
+        buys = (
+            "pauses again before another attempt can start"
+            if pauses == 0
+            else f"pauses again after about {pauses} more attempts"
+            if pauses is not None
+            else "is enough to finish"
+        )
+        out.append(f"  aqven approve {series_id}               ${double} (double): {buys}")
+    if est.get("cap_to_finish_usd"):
+        cap = est["cap_to_finish_usd"]
+        out.append(f"  aqven approve {series_id} --cap {cap}    ${cap}: enough to finish")
+    if est.get("decides"):
+        out.append(f"  {est['decides']}")
+    return out
+
+
 def approve(
     client: Client, series_id: str, cap: str | None, *, yes: bool, token_cap: int | None = None
 ) -> dict[str, Any]:
@@ -71,6 +92,13 @@ def approve(
             code="SERIES_STATE_CONFLICT",
             hint="approve a series whose status is awaiting_approval",
         )
+    if cap is None and token_cap is None:  # the person sees both amounts before saying yes to the default
+        try:
+            est: dict[str, Any] = client.get(f"/api/studio/series/{series_id}/finish")
+        except AqvenError:
+            est = {}
+        for line in approval_choices(series_id, est):
+            console.print(line, markup=False, soft_wrap=True)
     how = person_confirms(approve_question(state, cap, token_cap), yes=yes)
     body: dict[str, Any] = {"cap_usd": cap} if cap else {}
     if token_cap is not None:

@@ -13,6 +13,7 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from aqven.cli.approve_cmd import approval_choices
 from aqven.cli.gate import exit_code, gate_hit, write_reports
 from aqven.cli.render import console, err_console, money
 from aqven.cli.studio_cmd import studio_link
@@ -194,12 +195,13 @@ def finish_line(client: Client, series_id: str, spend: dict[str, Any]) -> str:
     if not est.get("more_usd") or not est.get("cap_to_finish_usd"):
         return ""
     lower = " (at least: some attempts had no known price)" if spend.get("lower_bound") else ""
-    return (
+    lines = [
         f"finishing its {est['left']} attempts left would cost about {money(est['more_usd'])} more, "
         f"{money(est['total_usd'])} in all{lower}, at {money(est['per_attempt_usd'])} an attempt so far: "
-        f"a cap of ${est['cap_to_finish_usd']} lets it finish (its cap is {money(spend['cap_usd'])}; "
-        f"aqven approve {series_id} --cap {est['cap_to_finish_usd']})"
-    )
+        f"a cap of ${est['cap_to_finish_usd']} lets it finish (its cap is {money(spend['cap_usd'])})",
+        *approval_choices(series_id, est),
+    ]
+    return "\n".join(lines)
 
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
