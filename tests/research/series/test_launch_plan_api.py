@@ -1,4 +1,12 @@
-"""POST /api/experiments/{id}/launch-plan: the spec's example bit for bit, the cap's source, needs_approval."""
+"""POST /api/experiments/{id}/launch-plan: the spec's example's keys, the cap's source, needs_approval.
+
+Issue 28 changed two of the example's values on purpose: the expected half-width and the recommended cases
+are now computed with the interval the series reports (simulated, `aqven.research.stats.plan_sim`), not with
+a Wald approximation of it. At 2 cases × 2 repeats and a planning rate of 0.95 the reported interval is
+±0.422, not ±0.244; and the plan recommends one number of cases, the cases that decide the question 80% of
+the time at the planning rate (194, refuted), where the spec's example gave the Wald cases for a half-width
+within the margin (1187). docs/how-to/run-a-series.md says why.
+"""
 
 from __future__ import annotations
 
@@ -33,8 +41,10 @@ SPEC_PLAN: dict[str, Any] = {
     "cap_usd": "1.00",
 }
 BODY: dict[str, Any] = {"on": "dev", "cases": 2, "repeats": 2}
-# Issue 10: recommended.text reads as advice, not as a requirement; every other key and value is the spec's.
-ADVICE = "about 1187 cases would bring the half-width within the 0.01 margin; only 6 are available"
+# Issue 10: recommended.text reads as advice, not as a requirement. Issue 28: the half-width and the one number
+# of cases are the reported interval's (simulated); every other key and value is the spec's.
+ADVICE = "if the true rate is 0.95, about 194 cases would decide it (refuted) 80% of the time; only 6 are available"
+HALF_WIDTH = 0.42210426413800817
 # Keys the plan adds to the spec's (issue 10): how it was planned, at which level, power and the floor.
 ADDED: dict[str, Any] = {
     "level": 0.95,
@@ -55,7 +65,11 @@ def spec_part(got: dict[str, Any]) -> dict[str, Any]:
 
 
 def expected_spec() -> dict[str, Any]:
-    return {**SPEC_PLAN, "recommended": {**SPEC_PLAN["recommended"], "text": ADVICE}}
+    return {
+        **SPEC_PLAN,
+        "half_width": HALF_WIDTH,
+        "recommended": {**SPEC_PLAN["recommended"], "cases": 194, "text": ADVICE},
+    }
 
 
 def plan(client: TestClient, experiment: str = "reply_overpromise_risk", **body: Any) -> dict[str, Any]:
@@ -65,16 +79,16 @@ def plan(client: TestClient, experiment: str = "reply_overpromise_risk", **body:
     return data
 
 
-def test_showcase_launch_plan_is_the_spec_example_exactly(tmp_path: Path) -> None:
+def test_showcase_launch_plan_is_the_spec_example_with_the_reported_interval(tmp_path: Path) -> None:
     root = init_project(tmp_path / "lumen", "lumen")
     with client_for(root) as client:
         got = plan(client)
         assert spec_part(got) == expected_spec()
         assert set(SPEC_PLAN) <= set(got)  # no key of the spec's example is renamed or dropped
-        assert got["half_width"] == 0.24352108850049436  # bit for bit, not approximately
+        assert got["half_width"] == HALF_WIDTH  # deterministic: a fixed seed
         assert {k: got[k] for k in ADDED} == ADDED
-        assert got["recommended"]["by"] == "half_width"
-        assert got["power"]["cases"] == 270 and got["power"]["decides"] == "refuted"
+        assert got["recommended"]["by"] == "power"  # one number of cases: the power's
+        assert got["power"]["cases"] == 194 and got["power"]["decides"] == "refuted"
         assert got["zero_failure_floor"]["cases"] == 183
         # Asking again (and with a cap equal to the project cap) changes nothing and needs no approval.
         assert plan(client, **BODY, cap_usd="1.00") == got

@@ -5,7 +5,6 @@ the zero-failure floor, and the advice in recommended.text."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,8 @@ import scipy.stats
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.launch.history import DevEstimates, estimates_from_cells, intra_case_correlation
 from aqven.research.launch.plan import launch_plan
+from aqven.research.stats import plan_sim
 from aqven.research.stats import planning as lm
-from aqven.research.stats.intervals import Z95
 from support.series_kit import case_names, client_for, first_on, settle, start, write_tiny
 
 TRIO_EXPERIMENT = """\
@@ -94,10 +93,11 @@ def test_defaults_say_so_and_plan_at_the_verdicts_level(tiny_env: Path, tmp_path
         # Two comparisons with the baseline: the verdict decides each at 97.5%, and so does the plan.
         trio = plan(client, "trio", on="dev", cases=10, repeats=1)
         assert trio["comparisons"] == 2 and trio["level"] == 0.975
-        z = float(scipy.stats.norm.ppf(1 - 0.025 / 2))
-        assert trio["half_width"] == pytest.approx(z * math.sqrt(0.25 / 10), rel=1e-12)
+        # Issue 28: the half-width is the one the series reports (simulated at the plan's size and level).
+        pop = plan_sim.paired_population(0.5, lm.RHO, lm.RHO_BETWEEN, 0.0)
+        line = trio["power"]["line"]
+        assert trio["half_width"] == plan_sim.simulate(pop, 10, 1, 0.975, line, True).half_width
         assert trio["half_width"] > pair["half_width"]
-        assert trio["recommended"]["cases"] == math.ceil(z**2 * 0.25 / 0.05**2)
         assert trio["recommended"]["cases"] > pair["recommended"]["cases"]
         assert trio["planning_differences"] == [0.0, 0.0]
 
@@ -110,8 +110,10 @@ def test_power_is_the_cases_that_decide_eight_times_in_ten(tiny_env: Path, tmp_p
     power = high["power"]
     assert power["power"] == 0.8 and power["truth"] == 0.95 and power["line"] == pytest.approx(0.98)
     assert power["decides"] == "refuted"
-    want = (Z95 + float(scipy.stats.norm.ppf(0.8))) ** 2 * 0.95 * 0.05 * (1 + 0.3) / (2 * 0.03**2)
-    assert power["cases"] == math.ceil(want)
+    # Issue 28: by simulation with the interval the series reports (the Wald formula said 270).
+    found = plan_sim.cases_to_decide(plan_sim.beta_population(0.95, 0.3), 2, 0.95, power["line"], True, 0.8)
+    assert found is not None and power["cases"] == found.cases == 194 and found.decided >= 0.8
+    assert high["recommended"]["cases"] == power["cases"]  # one number of cases per plan
     assert f"about {power['cases']} cases would decide it (refuted) 80% of the time" in power["text"]
     # A compare question planned with no effect, and a margin of 0: the truth is on the line, no power.
     ws = Workspace.load(root)
@@ -135,8 +137,8 @@ def test_zero_failure_floor_for_at_least_and_at_most(tiny_env: Path, tmp_path: P
     assert low["zero_failure_floor"]["cases"] == 183 and low["zero_failure_floor"]["all"] == "fail"
     assert rate["zero_failure_floor"]["cases"] == lm.zero_failure_cases(0.55) == 7
     assert pair["zero_failure_floor"] is None
-    # The half-width needs more cases here than the floor: the recommendation is the half-width's.
-    assert high["recommended"]["by"] == "half_width"
+    # One number of cases: the power's (issue 28).
+    assert high["recommended"]["by"] == "power"
 
 
 def test_floor_binds_when_the_dev_rate_is_near_one(tiny_env: Path, tmp_path: Path) -> None:
@@ -145,11 +147,12 @@ def test_floor_binds_when_the_dev_rate_is_near_one(tiny_env: Path, tmp_path: Pat
     est = DevEstimates("ser_x", cases=200, attempts=400, rate=400.5 / 401, rho=None)
     got = launch_plan(ws, ws.experiment("high"), on="dev", repeats=1, estimates=est)
     assert got["planning"] == "from series ser_x"
-    need = lm.recommended_cases(400.5 / 401, 1, 0.01)
-    assert need < 183
+    # The normal approximation asked for fewer cases than the floor; the simulated interval knows the floor:
+    # at a true rate of 0.9988 a confirmation needs at least 183 cases that all pass (issue 28).
+    assert lm.recommended_cases(400.5 / 401, 1, 0.01) < 183
     rec = got["recommended"]
-    assert rec["cases"] == 183 and rec["by"] == "zero_failure_floor" and rec["reason"] == "short_of_cases"
-    assert rec["text"].startswith("at least 183 cases would be needed before the interval could clear 0.98")
+    assert rec["cases"] >= 183 and rec["by"] == "power" and rec["reason"] == "short_of_cases"
+    assert got["power"]["decides"] == "confirmed"
     assert rec["text"].endswith(f"only {got['available']} are available")
     assert got["below_recommended"] is True
     assert got["planning_series"] == {"series_id": "ser_x", "cases": 200, "attempts": 400, "rho": "default"}
@@ -161,14 +164,20 @@ def test_recommended_text_is_advice_when_enough_cases(tiny_env: Path, tmp_path: 
     ws = Workspace.load(root)
     got = launch_plan(ws, ws.experiment("rate"), on="dev", cases=10, repeats=1)
     rec = got["recommended"]
+    found = plan_sim.cases_to_decide(plan_sim.beta_population(0.5, lm.RHO), 1, 0.95, 0.55, True, 0.8)
+    assert found is not None
     assert rec == {
-        "cases": 385,
+        "cases": found.cases,
         "repeats": 1,
-        "reason": "enough_cases",
-        "text": "about 385 cases would bring the half-width within the 0.05 margin; 390 are available",
-        "by": "half_width",
+        "reason": "short_of_cases",
+        "text": f"if the true rate is 0.5, about {found.cases} cases would decide it (refuted) 80% of the time; "
+        "only 390 are available",
+        "by": "power",
     }
     assert got["below_recommended"] is True
+    enough = launch_plan(ws, ws.experiment("rate"), on="dev", cases=10, repeats=20)
+    assert enough["recommended"]["reason"] == "enough_cases"
+    assert enough["recommended"]["text"].endswith("390 are available")
     assert "needed" not in rec["text"] and "must" not in rec["text"]
 
 
@@ -190,7 +199,8 @@ def test_plan_uses_the_dev_series_of_the_same_inputs(tiny_env: Path, tmp_path: P
         assert held["planning_series"] == {"series_id": sid, "cases": 20, "attempts": 40, "rho": "series"}
         # Every case passes both repeats or fails both: the intra-case correlation is 1.
         assert held["planning_rho"] == pytest.approx(1.0)
-        want = Z95 * math.sqrt(held["planning_rate"] * (1 - held["planning_rate"]) * (1 + 1.0) / (12 * 2))
+        pop = plan_sim.beta_population(held["planning_rate"], held["planning_rho"])
+        want = plan_sim.simulate(pop, 12, 2, 0.95, held["power"]["line"], True).half_width
         assert held["half_width"] == pytest.approx(want, rel=1e-12)
         # series_start returns the same plan.
         again = start(client, experiment_id="rate", on="holdout", simulate=True)
@@ -224,11 +234,12 @@ def test_plan_with_paired_dev_estimates(tiny_env: Path, tmp_path: Path) -> None:
     got = launch_plan(ws, ws.experiment("pair"), on="dev", cases=10, repeats=2, estimates=est)
     assert got["planning"] == "from series ser_p"
     assert got["planning_rho_between"] == 0.8 and got["planning_differences"] == [0.02]
-    want = math.sqrt(2 * 0.2) * Z95 * math.sqrt(0.9 * 0.1 * 1.2 / 20)
-    assert got["half_width"] == pytest.approx(want, rel=1e-12)
+    pop = plan_sim.paired_population(0.9, 0.2, 0.8, 0.02)
+    assert got["half_width"] == plan_sim.simulate(pop, 10, 2, 0.95, 0.05, True).half_width
     # The planning difference +0.02 lies 0.03 below the line +0.05: a series of enough cases refutes.
     assert got["power"]["truth"] == 0.02 and got["power"]["decides"] == "refuted"
-    assert got["power"]["cases"] == lm.cases_for_power(0.9, 2, 0.03, 0.8, 0.2, paired=True, rho_between=0.8)
+    found = plan_sim.cases_to_decide(pop, 2, 0.95, 0.05, True, 0.8)
+    assert found is not None and got["power"]["cases"] == found.cases
 
 
 def test_intra_case_correlation_recovers_a_known_rho() -> None:

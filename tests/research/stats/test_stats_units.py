@@ -44,21 +44,22 @@ def test_z95_is_the_normal_quantile() -> None:
 
 
 def test_one_attempt_per_case_is_clopper_pearson() -> None:
-    # 5 of 10 independent attempts: the textbook exact interval 0.1871 to 0.8129.
+    # 5 of 10 independent attempts: the textbook exact interval 0.1871 to 0.8129. Gaffke's bound on pass/fail
+    # cases is Clopper–Pearson's; the saddlepoint formula computes it a hair wider.
     i = one_rate([(1, 1)] * 5 + [(0, 1)] * 5)
     assert (i.estimate, i.n_cases, i.n_attempts) == (0.5, 10, 10)
-    assert i.low == approx(0.18708602844739855)
-    assert i.high == approx(0.8129139715526015)
+    assert i.low == pytest.approx(0.18708602844739855, abs=1e-4) and i.low <= 0.18708602844739855
+    assert i.high == pytest.approx(0.8129139715526015, abs=1e-4) and i.high >= 0.8129139715526015
     assert i.half_width == approx((i.high - i.low) / 2)
 
 
 def test_all_pass_and_all_fail_use_the_closed_form_edges() -> None:
     up = one_rate([(1, 1)] * 10)
     assert (up.estimate, up.high) == (1.0, 1.0)
-    assert up.low == approx(0.025 ** (1 / 10))  # 0.6915
+    assert up.low == pytest.approx(0.025 ** (1 / 10), abs=2e-3) and up.low <= 0.025 ** (1 / 10)  # 0.6915
     down = one_rate([(0, 1)] * 10)
     assert (down.estimate, down.low) == (0.0, 0.0)
-    assert down.high == approx(1 - 0.025 ** (1 / 10))  # 0.3085
+    assert down.high == pytest.approx(1 - 0.025 ** (1 / 10), abs=2e-3)  # 0.3085
 
 
 def test_repeats_do_not_help_without_a_single_failure() -> None:
@@ -72,19 +73,20 @@ def test_repeats_do_not_help_without_a_single_failure() -> None:
     assert naive_wilson([(20, 20)] * 10).low > 0.98
 
 
-def test_zero_variance_between_cases_uses_all_attempts() -> None:
-    # Every case passes exactly 1 of 2: V = 0, n_eff = ∞, n* clipped to N = 20: CP(10, 20).
+def test_cases_that_agree_bound_the_mean_of_their_means() -> None:
+    # Every case passes exactly 1 of 2: Gaffke's bound is 0.5·(1 − D₀), D₀ ~ Beta(1, 10): 0.5·0.025^(1/10).
     i = one_rate([(1, 2)] * 10)
     assert i.estimate == 0.5
-    assert i.low == approx(0.27195784956079183)
-    assert i.high == approx(0.7280421504392081)
+    assert i.low == pytest.approx(0.5 * 0.025 ** (1 / 10), abs=2e-3)
+    assert i.high == pytest.approx(1 - 0.5 * 0.025 ** (1 / 10), abs=2e-3)
 
 
-def test_one_case_uses_n_star_of_one() -> None:
+def test_one_case_is_one_value_of_the_mean() -> None:
+    # One case of mean 0.6: M = 0.6·(1 − D₀) with D₀ uniform, so the bounds are 0.6·0.025 and 1 − 0.4·0.025.
     i = one_rate([(3, 5)])
     assert (i.estimate, i.n_cases, i.n_attempts) == (0.6, 1, 5)
-    assert i.low == approx(scipy.stats.beta.ppf(0.025, 0.6, 1.4))
-    assert i.high == approx(scipy.stats.beta.ppf(0.975, 1.6, 0.4))
+    assert i.low == pytest.approx(0.6 * 0.025, abs=2e-3)
+    assert i.high == pytest.approx(1 - 0.4 * 0.025, abs=2e-3)
 
 
 def test_formula_step_by_step_when_the_penalty_applies() -> None:
@@ -199,18 +201,18 @@ def test_more_passes_never_lower_the_bounds_when_cases_agree() -> None:
     assert [i.high for i in intervals] == sorted(i.high for i in intervals)
 
 
-def test_estimated_variance_can_make_one_more_failure_narrow_the_interval() -> None:
-    """Not a bug, a property of the method worth knowing: the bounds are not monotone in the passes.
-
-    A fourth case with a failure moves the t quantile from t(2) to t(3), which relaxes the
-    Korn–Graubard penalty more than the extra failure lowers the rate: the lower bound rises."""
+def test_one_more_failure_never_raises_a_bound() -> None:
+    """Issue 28: a fourth case with a failure moved the penalised interval's t quantile from t(2) to t(3),
+    which relaxed its penalty more than the extra failure lowered the rate, and the lower bound rose (the
+    penalised member alone still does; the interval a verdict stands on no longer does)."""
     before = [(6, 6), (3, 3), (1, 1), (7, 8), (6, 6), (1, 1), (3, 3), (7, 7)]
     before += [(3, 3), (1, 1), (3, 3), (5, 7), (5, 5), (3, 4), (2, 2)]
     after = list(before)
     after[7] = (6, 7)
     a, b = one_rate(before), one_rate(after)
     assert b.estimate < a.estimate
-    assert b.low > a.low
+    assert b.low <= a.low and b.high <= a.high
+    assert penalised_beta(after).low > penalised_beta(before).low
 
 
 def test_more_cases_narrow_the_interval() -> None:

@@ -166,7 +166,7 @@ def test_pairs_align_by_case_name_and_skip_unpaired_cases() -> None:
 def test_bonferroni_over_several_variants() -> None:
     # At 95% b beats a (L > 0); at 97.5% — two variants compared with a — it does not.
     base = [(f"c{i}", 1.0, 2) for i in range(100)]
-    better = [(f"c{i}", 2.0 if i < 22 else 1.0, 2) for i in range(100)]
+    better = [(f"c{i}", 2.0 if i < 10 else 1.0, 2) for i in range(100)]
     same = list(base)
     q = QuestionSpec("compare", "ok", baseline="a")
     scope = Scope(100, 2, "holdout")

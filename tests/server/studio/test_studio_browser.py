@@ -58,7 +58,7 @@ def test_launch_a_dev_series_and_watch_it_finish(page: Any, server: tuple[Path, 
     page.wait_for_selector("#launch-plan dl")
     plan = page.inner_text("#launch-plan")
     assert "12" in plan and "6 cases × 2 repeats × 1 variant" in plan
-    assert "Fewer cases than recommended" in plan and "1187 cases would bring the half-width" in plan
+    assert "Fewer cases than recommended" in plan and "194 cases would decide it (refuted)" in plan
     assert "planned with" in plan and "defaults: rate 0.95" in plan and "at 95%" in plan
     assert "zero-failure floor" in plan and "at least 183 cases" in plan and "80% power" in plan
     assert page.is_checked("#on-dev")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 from typing import Any, Literal, assert_never
 
@@ -13,6 +14,7 @@ from aqven.research.launch.bounds import cost_bound, series_agents
 from aqven.research.launch.caps import ProjectCap, confirmed_project_cap, parse_cap
 from aqven.research.launch.early import expected_attempts
 from aqven.research.launch.history import DevEstimates
+from aqven.research.stats import plan_sim
 from aqven.research.stats import planning as launch_math
 from aqven.research.stats.questions import QUESTION_KINDS, decision_line, upward
 from aqven.research.stats.verdict import ALPHA
@@ -143,26 +145,26 @@ def _precision(
     """half_width, recommended, below_recommended and the keys that say how they were planned."""
     paired = QUESTION_KINDS[q.kind].paired
     k = comparisons_of(q, variants)
-    z = launch_math.z_for(k)
     bound = q.bound if QUESTION_KINDS[q.kind].needs_bound else None
     rate = est.rate if est else launch_math.planning_rate(bound)
     rho = est.rho if est and est.rho is not None else launch_math.RHO
     between = est.rho_between if est and est.rho_between is not None else launch_math.RHO_BETWEEN
     out: dict[str, Any] = {}
-    if paired:
-        half = launch_math.expected_half_width_difference(rate, n, r, rho, between, z)
-    else:
-        half = launch_math.expected_half_width(rate, n, r, rho, z)
-    out["half_width"] = half
+    level = 1 - ALPHA / k
+    differences = list(est.differences) if est and paired else [0.0] * k
+    line = decision_line(q)
+    truth = min(differences, key=lambda t: abs(t - line)) if paired else rate
+    pop = _population(paired, rate, rho, between, truth)
+    out["half_width"] = plan_sim.simulate(pop, n, r, level, line, upward(q)).half_width
     out["margin"] = q.margin
-    out["level"] = 1 - ALPHA / k
+    out["level"] = level
     out["comparisons"] = k
     out["planning"] = f"from series {est.series_id}" if est else "defaults"
     out["planning_rate"] = rate
     out["planning_rho"] = rho
     if paired:
         out["planning_rho_between"] = between
-        out["planning_differences"] = list(est.differences) if est else [0.0] * k
+        out["planning_differences"] = differences
     out["planning_series"] = (
         {
             "series_id": est.series_id,
@@ -174,23 +176,18 @@ def _precision(
         if est
         else None
     )
-    out["power"] = _power(q, rate, r, rho, between, z, out.get("planning_differences"), available)
-    floor = _zero_failure_floor(q, k)
-    out["zero_failure_floor"] = floor
-    if q.margin > 0:
-        need = (
-            launch_math.recommended_cases_difference(rate, r, q.margin, rho, between, z)
-            if paired
-            else launch_math.recommended_cases(rate, r, q.margin, rho, z)
-        )
-        by = "half_width"
-        text = f"about {need} cases would bring the half-width within the {q.margin:g} margin; "
-        if floor is not None and floor["cases"] is not None and floor["cases"] > need:
-            need, by = floor["cases"], "zero_failure_floor"
-            text = (
-                f"at least {need} cases would be needed before the interval could clear {floor['line']:g}"
-                f" even if {_every(q)}; "
-            )
+    out["power"] = _power(q, pop, r, level, truth, paired, available)
+    out["zero_failure_floor"] = _zero_failure_floor(q, k)
+    need, by, text = None, None, ""
+    if out["power"]["cases"] is not None:
+        need, by = out["power"]["cases"], "power"
+        text = out["power"]["text"].rsplit("; ", 1)[0] + "; "
+    elif q.margin > 0:
+        found = plan_sim.cases_for_half_width(pop, r, level, q.margin, line, upward(q))
+        if found is not None:
+            need, by = found.cases, "half_width"
+            text = f"about {need} cases would bring the half-width the series reports within the {q.margin:g} margin; "
+    if need is not None:
         short = need > available
         text += f"only {available} are available" if short else f"{available} are available"
         out["recommended"] = {
@@ -207,6 +204,14 @@ def _precision(
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _population(paired: bool, rate: float, rho: float, between: float, truth: float) -> plan_sim.Population:
+    """The population the plan simulates: the planning rate and correlations (and difference, paired)."""
+    if paired:
+        return plan_sim.paired_population(rate, rho, between, truth)
+    return plan_sim.beta_population(rate, rho)
+
+
 def _every(q: Question) -> str:
     """What the zero-failure floor assumes of every case, in words."""
     floor = QUESTION_KINDS[q.kind].floor
@@ -218,39 +223,34 @@ def _every(q: Question) -> str:
 
 
 def _power(
-    q: Question,
-    rate: float,
-    r: int,
-    rho: float,
-    between: float,
-    z: float,
-    differences: list[float] | None,
-    available: int,
+    q: Question, pop: plan_sim.Population, r: int, level: float, truth: float, paired: bool, available: int
 ) -> dict[str, Any]:
-    """Cases for 80% power: a series of that many decides (confirms or refutes) 8 times in 10 when the
-    truth is the planning rate (threshold) or the planning difference (paired; the comparison nearest its
-    line, when there are several)."""
+    """Cases for 80% power, by simulation with the interval the series reports (`aqven.research.stats.plan_sim`):
+    a series of that many decides (confirms or refutes) 8 times in 10 when the truth is the planning rate
+    (threshold) or the planning difference (paired; the comparison nearest its line, when there are several).
+    ``share`` is the share of the simulated series that decided at that size."""
     line = decision_line(q)
-    paired = differences is not None
-    truths = differences if differences is not None else [rate]
-    truth = min(truths, key=lambda t: abs(t - line))
     distance = abs(truth - line)
     what = "difference" if paired else "rate"
     out: dict[str, Any] = {"power": POWER, "truth": truth, "line": line, "cases": None, "decides": None}
-    if distance < 1e-12:
+    found = None if distance < 1e-12 else plan_sim.cases_to_decide(pop, r, level, line, upward(q), POWER)
+    if found is None:
         out["text"] = (
             f"the planning {what} {truth:g} lies on the decision line {line:g}: no number of cases decides it "
             f"with {POWER:.0%} power"
+            if distance < 1e-12
+            else f"if the true {what} is {truth:.3g}, no number of cases up to a million decides it "
+            f"{POWER:.0%} of the time"
         )
         return out
-    need = launch_math.cases_for_power(rate, r, distance, POWER, rho, paired=paired, rho_between=between, z=z)
     above = truth > line
     confirms = above if upward(q) else not above
     decides = "confirmed" if confirms else "refuted"
-    out.update({"cases": need, "decides": decides})
+    out.update({"cases": found.cases, "decides": decides, "share": round(found.decided, 3)})
     out["text"] = (
-        f"if the true {what} is {truth:.3g}, about {need} cases would decide it ({decides}) {POWER:.0%} of the time; "
-        + (f"only {available} are available" if need > available else f"{available} are available")
+        f"if the true {what} is {truth:.3g}, about {found.cases} cases would decide it ({decides}) "
+        f"{found.decided:.0%} of the time; "
+        + (f"only {available} are available" if found.cases > available else f"{available} are available")
     )
     return out
 

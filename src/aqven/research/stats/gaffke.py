@@ -39,7 +39,7 @@ import numpy as np
 import scipy.special
 from numpy.typing import NDArray
 
-__all__ = ["gaffke_interval_batch", "gaffke_lower_batch"]
+__all__ = ["gaffke_interval_batch", "gaffke_lower_batch", "gaffke_lower_counts"]
 
 Floats = NDArray[np.float64]
 Mask = NDArray[np.bool_]
@@ -191,3 +191,19 @@ def _rowsum(a: Floats) -> Floats:
     gets the same bound alone as in any batch (the scalar functions are the batch path, bit for bit)."""
     out: Floats = np.cumsum(a, axis=1)[:, -1]
     return out
+
+
+def gaffke_lower_counts(values: Floats, counts: Floats, alpha: float) -> Floats:
+    """`gaffke_lower_batch` on rows given in merged form: distinct ``values`` in ``[0, 1]`` and how often
+    each occurs (``counts``, 0 for padding). The cost does not grow with the number of cases, which lets
+    the launch plan simulate series of any size (`aqven.research.stats.plan_sim`)."""
+    values = np.clip(np.asarray(values, dtype=np.float64), 0.0, 1.0)
+    counts = np.asarray(counts, dtype=np.float64)
+    has_data = counts.sum(axis=1) > 0
+    top = np.where(counts > 0, values, 0.0).max(axis=1)
+    out = np.zeros(values.shape[0])
+    solve = has_data & (top > 0)
+    if solve.any():
+        out[solve] = _solve(values[solve], counts[solve], alpha)
+    result: Floats = np.where(has_data, out, np.nan)
+    return result

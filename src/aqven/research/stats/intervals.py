@@ -7,8 +7,27 @@ errors) are left out. ``n`` is the number of cases that remain and ``N = Σ r_i`
 
 Attempts of one case are not independent: a case that is hard stays hard on every repeat. Treating
 the ``N`` attempts as ``N`` independent draws (`naive_wilson`) gives intervals far too narrow when the
-cases differ. `one_rate` uses an exact (Clopper–Pearson style) beta interval on a *penalised effective
-sample size* instead (Korn–Graubard):
+cases differ. The intervals a verdict stands on work on the per-case means ``x_i = y_i/r_i`` instead, with
+Gaffke's distribution-free bound (`aqven.research.stats.gaffke`): `one_rate` on the ``x_i``,
+`paired_difference` on the per-case differences ``x_Bi − x_Ai``; each is widened, when needed, to hold
+the reported estimate (``Σy/N``, or ``p̂_B − p̂_A``).
+
+**Monotone by construction** (issue 28). Gaffke's bound is a quantile of ``Σ D_i·x_i`` with weights ``D``
+that do not depend on the data, so lowering any ``x_i`` lowers it, and so does lowering the estimate: a
+pass that becomes a failure, or a score that goes down, never raises a bound (of B − A: a worse A never
+lowers one). With one pass-or-fail attempt per case the bound is Clopper–Pearson's (a flat Dirichlet sum
+of ``k`` of ``n + 1`` weights is ``Beta(k, n + 1 − k)``); the saddlepoint formula computes it at most
+0.0025 wider and 0.000005 narrower (n ≤ 2,000, one side at 0.025).
+
+Until issue 28 the interval was the union of Gaffke's and a narrower-looking member that read the spread
+between cases from the data: `penalised_beta_batch` (one rate) and `square_and_add_batch` (paired). The
+union was never narrower than Gaffke's alone (it took the smaller low and the larger high), and that
+member is not monotone: its t penalty on ``k − 1`` degrees of freedom (``k`` the cases with a failure)
+falls from 12.7 to 4.3 as a third case fails, so one more failure could raise the union's lower bound.
+Both functions stay, as documented approximations the benches compare with; no verdict uses them.
+
+The penalised member (`penalised_beta_batch`): an exact (Clopper–Pearson style) beta interval on a
+*penalised effective sample size* (Korn–Graubard):
 
 1. ``p̂ = Σy/N``; residuals ``e_i = y_i − r_i·p̂``; clustered variance ``V = n/(n−1)·Σe_i²/N²``;
    ``n_eff = p̂(1−p̂)/V``.
@@ -18,20 +37,13 @@ sample size* instead (Korn–Graubard):
 3. ``x = p̂·n*``; low ``Beta⁻¹(α/2; x, n*−x+1)`` with ``n*_low``, high ``Beta⁻¹(1−α/2; x+1, n*−x)`` with
    ``n*_high``; 0 or 1 at the edges.
 
-``δ`` is a skewness correction (Hall 1992, Johnson 1978, on the per-case residuals): a few cases that fail
-often make ``p̂`` more skewed than the binomial the beta bounds assume, and make ``V`` small exactly when
-``p̂`` is high, so without it the interval lies above the truth too often at high rates. With
-``γ = Σe_i³/(Σe_i²)^{3/2}`` the skewness of ``p̂`` estimated from the cases and
-``g = (1−2p̂)·√V/(p̂(1−p̂))`` the skewness of a binomial with ``n_eff`` trials,
-``δ = (2z²+1)/6·(g − γ)``, kept within ``±t/2``: the bounds move by the Edgeworth term of the studentised
-mean, less the part the beta bounds already apply. For data that spread like a binomial, ``δ ≈ 0``.
+``δ`` is a skewness correction (Hall 1992, Johnson 1978, on the per-case residuals), ``δ = (2z²+1)/6·(g − γ)``
+with ``γ = Σe_i³/(Σe_i²)^{3/2}`` and ``g = (1−2p̂)·√V/(p̂(1−p̂))``, kept within ``±t/2``.
 
-`paired_difference` combines the one-rate intervals of two variants on the cases both ran with
-Newcombe's square-and-add, corrected for the correlation of the per-case means; a positive correlation
-is shrunk by ``n/(n+2)`` so that variants that agree on every case do not get a zero-width interval.
-Then the side toward the long tail of the per-case differences is moved outward, never inward, toward
-the Cornish–Fisher bound of the skewed difference, with a weight ``k/(k+25)`` in the ``k`` discordant
-cases (a variant that breaks a few of many cases: the difference is skewed to the left).
+`square_and_add_batch` combines the penalised intervals of two variants with Newcombe's square-and-add,
+corrected for the correlation of the per-case means (a positive one shrunk by ``n/(n+2)``), and moves the
+side toward the long tail of the per-case differences outward with a weight ``k/(k+25)`` in the ``k``
+discordant cases.
 
 Every estimator has a vectorised ``*_batch`` form (rows are series, columns are cases) that the
 scalar form calls with one row, so simulations (coverage tests, benches) run the very same arithmetic.
@@ -112,7 +124,7 @@ def z_for(level: float) -> float:
 
 
 def one_rate(cells: Cells, level: float = 0.95) -> Interval:
-    """The rate of passes with its interval (penalised effective sample size, exact beta bounds).
+    """The rate of passes with its interval (Gaffke's bound on the per-case means: `one_rate_batch`).
 
     Raises `NoData` when no case has a counted attempt, `ValueError` on passes outside ``[0, r_i]``.
     """
@@ -125,29 +137,27 @@ def one_rate_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, F
     Returns ``(estimate, low, high)``, each of shape (series,); ``nan`` where a row has no data.
     Columns with ``r == 0`` are ignored, so rows may have different numbers of cases.
 
-    The interval is the union of the penalised beta interval (`penalised_beta_batch`) and Gaffke's
-    distribution-free interval on the per-case means (`aqven.research.stats.gaffke`), on both bounds.
-    The union of two valid intervals is valid; Gaffke's is meant to hold for every population of cases
-    (a conjecture, checked numerically: see that module), and the penalised one is the narrower where
-    the cases behave (a penalised bound alone lies above the truth when a few hard cases hide among easy
-    ones with scattered failures, and below it when a few cases that pass less often than the rest
-    happen to be drawn). With one pass-or-fail attempt per case
-    the penalised interval is Clopper–Pearson's, exact for every population, and stands alone.
+    The interval is Gaffke's distribution-free interval on the per-case means ``y_i/r_i``
+    (`aqven.research.stats.gaffke`), widened when needed to hold the estimate ``Σy/N`` (which weighs cases
+    by their attempts and so can differ from the mean of the per-case means when repeats are unequal).
+    Both bounds are non-decreasing in every ``y_i`` **by construction**: Gaffke's bound is a quantile of a
+    weighted mean of the per-case means with weights that do not depend on them, and ``Σy/N`` rises with
+    every ``y_i``. So a pass that becomes a failure, or a score that goes down, never raises a bound.
+    With one pass-or-fail attempt per case it is Clopper–Pearson's interval (a flat Dirichlet sum of ``k``
+    of ``n + 1`` weights is ``Beta(k, n + 1 − k)``), computed by the same saddlepoint formula.
+
+    The penalised beta interval (`penalised_beta_batch`) no longer enters: it was the narrow member of a
+    union with Gaffke's (so the union was never narrower than Gaffke's alone), and it is not monotone (its
+    t penalty falls as the failing cases grow from 2 to 3): issue 28.
     """
+    _check_level(level)
     y = np.asarray(y, dtype=np.float64)
     r = np.asarray(r, dtype=np.float64)
-    p, low, high = penalised_beta_batch(y, r, level)
-    guard_low, guard_high = _case_mean_guard(y, r, 1 - level)
-    guarded = ~_one_binary_attempt_each(y, r)
-    return p, np.where(guarded, np.fmin(low, guard_low), low), np.where(guarded, np.fmax(high, guard_high), high)
-
-
-def _one_binary_attempt_each(y: Floats, r: Floats) -> NDArray[np.bool_]:
-    """Rows whose every counted case has one attempt that passed or failed (no fractional score)."""
-    counted = r > 0
-    single = np.all(~counted | ((r == 1) & ((y == 0) | (y == 1))), axis=1)
-    out: NDArray[np.bool_] = single
-    return out
+    valid = r > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(valid, y, 0.0).sum(axis=1) / r.sum(axis=1)
+    low, high = _case_mean_guard(y, r, 1 - level)
+    return p, np.fmin(low, p), np.fmax(high, p)
 
 
 def _case_mean_guard(y: Floats, r: Floats, alpha: float) -> tuple[Floats, Floats]:
@@ -159,10 +169,10 @@ def _case_mean_guard(y: Floats, r: Floats, alpha: float) -> tuple[Floats, Floats
 
 
 def penalised_beta_batch(y: Floats, r: Floats, level: float = 0.95) -> tuple[Floats, Floats, Floats]:
-    """The penalised-effective-sample-size beta interval alone (the module docs, steps 1–3).
+    """The penalised-effective-sample-size beta interval (the module docs, steps 1–3). No verdict uses it.
 
     Narrow and close to nominal on smooth populations, but it can lie above the truth when a few hard
-    cases hide among easy ones with scattered failures: `one_rate_batch` guards it.
+    cases hide among easy ones with scattered failures, and it is not monotone in the passes.
     """
     alpha = 1 - level
     z = z_for(level)
@@ -241,24 +251,9 @@ def _beta_bound(p: Floats, n_star: Floats, q: float, *, upper: bool) -> Floats:
 def paired_difference(a: Cells, b: Cells, level: float = 0.95) -> Interval:
     """The difference of rates ``B − A`` on the cases both variants ran, with its interval.
 
-    ``a`` and ``b`` are aligned per case. Only cases with counted attempts in both enter. Newcombe's
-    square-and-add over the penalised beta intervals of A and B on those ``n`` cases, with ``φ`` the Pearson
-    correlation of the per-case means (0 when either is constant), a positive ``φ`` shrunk to
-    ``φ·n/(n+2)``:
-
-    * ``L = d − √((p̂B−lB)² + (uA−p̂A)² − 2φ(p̂B−lB)(uA−p̂A))``
-    * ``U = d + √((uB−p̂B)² + (p̂A−lA)² − 2φ(uB−p̂B)(p̂A−lA))``
-
-    The shrinkage counts two pseudo-cases that carry each variant's spread but no correlation
-    (Agresti–Min's 0.5 added to each cell of a paired 2×2 table). Without it, variants that agree on
-    every case have ``φ = 1`` and, at ``p̂ = ½``, an interval of zero width.
-
-    Then, for the skewness of the difference itself (a few cases that one variant breaks), the bound on
-    the long-tail side moves outward by ``σ·max(s, 0)`` (low) or ``σ·max(−s, 0)`` (high): see
-    `_difference_skew_widening`. The other bound stays, so the interval is never narrower than above.
-
-    Last, both bounds are joined with Gaffke's distribution-free interval of the mean per-case
-    difference ``m_B − m_A`` (`aqven.research.stats.gaffke`), as `one_rate` does: valid whatever the cases.
+    ``a`` and ``b`` are aligned per case. Only cases with counted attempts in both enter. Gaffke's
+    distribution-free interval of the mean per-case difference ``m_B − m_A`` (mapped to [0, 1] as
+    ``(1 + d)/2``), widened when needed to hold ``p̂_B − p̂_A``: see `paired_difference_batch`.
 
     ``n_cases`` counts the paired cases, ``n_attempts`` the counted attempts of both variants on them.
     Raises `NoData` when no case has counted attempts in both.
@@ -271,22 +266,26 @@ def paired_difference_batch(
 ) -> tuple[Floats, Floats, Floats]:
     """`paired_difference` over many series at once (shape (series, cases)); ``nan`` rows without data.
 
-    The union of the square-and-add interval (`square_and_add_batch`) and Gaffke's distribution-free
-    interval of the mean per-case difference, on both bounds: a variant can break a few cases or mend a
-    few, so either tail may hold cases the sample missed.
+    Gaffke's distribution-free interval of the mean per-case difference ``m_B − m_A`` over the cases both
+    variants ran, widened when needed to hold the estimate ``p̂_B − p̂_A``. Non-decreasing in every ``y_B``
+    and non-increasing in every ``y_A`` by construction (see `one_rate_batch`).
     """
+    _check_level(level)
     ya, ra, yb, rb = (np.asarray(x, dtype=np.float64) for x in (ya, ra, yb, rb))
-    d, low, high = square_and_add_batch(ya, ra, yb, rb, level)
     both = (ra > 0) & (rb > 0)
-    guard_low, guard_high = _difference_guard(ya, ra, yb, rb, both, 1 - level)
-    return d, np.fmin(low, guard_low), np.fmax(high, guard_high)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pa = np.where(both, ya, 0.0).sum(axis=1) / np.where(both, ra, 0.0).sum(axis=1)
+        pb = np.where(both, yb, 0.0).sum(axis=1) / np.where(both, rb, 0.0).sum(axis=1)
+    d = pb - pa
+    low, high = _difference_guard(ya, ra, yb, rb, both, 1 - level)
+    return d, np.fmin(low, d), np.fmax(high, d)
 
 
 def square_and_add_batch(
     ya: Floats, ra: Floats, yb: Floats, rb: Floats, level: float = 0.95
 ) -> tuple[Floats, Floats, Floats]:
     """Newcombe's square-and-add over the penalised beta intervals, with the correlation and skewness
-    corrections of `paired_difference`, alone (without the distribution-free guard)."""
+    corrections of the module docs. No verdict uses it (issue 28): the benches compare with it."""
     ya, ra, yb, rb = (np.asarray(x, dtype=np.float64) for x in (ya, ra, yb, rb))
     both = (ra > 0) & (rb > 0)
     ya, yb = np.where(both, ya, 0.0), np.where(both, yb, 0.0)
@@ -384,12 +383,12 @@ def _case_correlation(ya: Floats, ra: Floats, yb: Floats, rb: Floats, both: NDAr
 
 
 def penalised_beta(cells: Cells, level: float = 0.95) -> Interval:
-    """`penalised_beta_batch` for one series: the penalised beta interval without the guard."""
+    """`penalised_beta_batch` for one series (no verdict uses it)."""
     return _single(penalised_beta_batch, cells, level)
 
 
 def square_and_add(a: Cells, b: Cells, level: float = 0.95) -> Interval:
-    """`square_and_add_batch` for one series: the paired interval without the guard."""
+    """`square_and_add_batch` for one series (no verdict uses it)."""
     return _paired(square_and_add_batch, a, b, level)
 
 

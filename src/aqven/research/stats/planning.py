@@ -13,8 +13,12 @@ Before a series runs, nothing is known about the rate or how much cases differ, 
 
 The one-rate half-width is the Wald half-width with that design effect:
 ``h = z·√(p0(1−p0)(1+(r−1)ρ)/(n·r))``, and the cases for ``h ≤ m`` are
-``ceil(z²·p0(1−p0)(1+(r−1)ρ)/(r·m²))``. This reproduces the spec's example bit for bit: bound 0.97
-(``p0 = 0.95``), 2 cases × 2 repeats → ``h = 0.24352108850049436``; margin 0.01 → 1187 cases.
+``ceil(z²·p0(1−p0)(1+(r−1)ρ)/(r·m²))``: bound 0.97 (``p0 = 0.95``), 2 cases × 2 repeats →
+``h = 0.24352108850049436``; margin 0.01 → 1187 cases (the spec's example). **Since issue 28 the launch plan
+no longer prints these normal approximations**: its half-width and its one number of cases are computed with
+the interval the series reports, by simulation (`aqven.research.stats.plan_sim`), because near 0 and 1 that
+interval is wider than Wald's and a Wald plan promised power a series did not have. The formulas stay for the
+zero-failure floor, the best half-width with repeats and the benches.
 
 **Paired questions** (compare, noninferior). The difference ``B − A`` of two rates measured on the same
 cases has variance ``Var(B) + Var(A) − 2·Cov(A, B)``. With both sides planned at the same rate and a
