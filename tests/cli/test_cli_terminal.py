@@ -252,6 +252,7 @@ def test_cancel_and_stop_that_succeed_exit_0_and_a_pause_says_what_finishing_cos
         assert "is waiting for approval (spend_near_cap): spent $0.040000 of its $0.050000 cap" in r.stdout, r.stdout
         assert "finishing its 6 attempts left would cost about $0.060000 more, $0.100000 in all" in r.stdout, r.stdout
         assert "a cap of $0.13 lets it finish (its cap is $0.050000)" in r.stdout, r.stdout
+        assert "price: no estimate yet" in r.stderr or "price: about $" in r.stderr, r.stderr  # before it runs
         # both amounts, each named with what it buys (issue 29), as Studio offers them
         assert f"aqven approve {sid} --cap 0.13    $0.13: enough to finish" in r.stdout, r.stdout
         assert f"aqven approve {sid}               $0.10 (double): pauses again after about" in r.stdout, r.stdout

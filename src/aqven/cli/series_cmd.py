@@ -204,6 +204,24 @@ def finish_line(client: Client, series_id: str, spend: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def price_line(client: Client, body: dict[str, Any], series: dict[str, Any]) -> str:
+    """An estimate of what the series will cost, from earlier attempts (the plan itself has no dollars)."""
+    experiment = body.get("experiment_id")
+    if not experiment:
+        return ""
+    query = {k: body[k] for k in ("cases", "repeats") if body.get(k) is not None}
+    try:
+        est: dict[str, Any] = client.get(
+            f"/api/studio/experiments/{experiment}/price",
+            on=series.get("on", "dev"),
+            simulate=str(bool(series.get("simulated"))).lower(),
+            **query,
+        )
+    except AqvenError:
+        return ""
+    return f"price: {est['text']}"
+
+
 def plan_lines(plan: dict[str, Any]) -> list[str]:
     """The launch plan in a few plain lines: how it was planned, the advice, power and the floor."""
     if plan.get("half_width") is None:
@@ -263,6 +281,9 @@ def start_and_follow(client: Client, body: dict[str, Any], *, as_json: bool, gat
     if not as_json:
         for line in plan_lines(plan):
             err_console.print(line, markup=False)
+        price = price_line(client, body, series)
+        if price:
+            err_console.print(price, markup=False, soft_wrap=True)
         reread = (plan.get("earlier_reads") or {}).get("text")
         if reread:
             err_console.print(f"[yellow]warning[/yellow]: {reread}")

@@ -26,6 +26,7 @@ from aqven.server.routes_session import router as session_router
 from aqven.server.routes_studio import router as studio_router
 from aqven.server.security import Access, Gate, health_proof
 from aqven.server.service import ProjectService
+from aqven.server.studio_price import router as price_router
 from aqven.server.studio_standing import router as standing_router
 
 MAX_BODY_BYTES = 2_000_000
@@ -158,5 +159,6 @@ def create_app(root: Path, *, access: Access | None = None) -> FastAPI:
     app.include_router(passkeys_router)
     app.include_router(studio_router)
     app.include_router(standing_router)
+    app.include_router(price_router)
     mount_mcp(app, service)  # MCP at /mcp
     return app

@@ -60,7 +60,11 @@ def test_launch_a_dev_series_and_watch_it_finish(page: Any, server: tuple[Path, 
     assert "12" in plan and "6 cases × 2 repeats × 1 variant" in plan
     assert "Fewer cases than recommended" in plan and "194 cases would decide it (refuted)" in plan
     assert "planned with" in plan and "defaults: rate 0.95" in plan and "at 95%" in plan
-    assert "zero-failure floor" in plan and "at least 183 cases" in plan and "80% power" in plan
+    # one number of cases with where it comes from; the floor only as the reason when it binds (6 < 183)
+    assert "why so many" in plan and "at least 183 cases" in plan and "80% power" not in plan
+    assert page.inner_text("#recommended").startswith("194 cases × 2 repeats")
+    # a price beside the plan: nothing has run yet, so no estimate, and it says why
+    assert page.inner_text("#price-estimate").startswith("no estimate yet")
     assert page.is_checked("#on-dev")
     shot(page, "experiment-launch")
     page.focus("#lp-start")  # without a mouse: focus the button, press Enter

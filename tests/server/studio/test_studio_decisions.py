@@ -10,6 +10,7 @@ every run. Screenshots go to test-artifacts/studio/ (the phone ones end in -phon
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 import time
@@ -553,3 +554,27 @@ def test_plots_are_honest_spend_scaled_marked_levels_and_axes_named(page: Any, s
     page.wait_for_selector(".tl-track span")
     lefts = page.eval_on_selector_all(".tl-track span", "els => els.map(e => parseFloat(e.style.left))")
     assert lefts and min(lefts) >= 0, lefts
+
+
+def test_the_launch_plan_has_a_price_and_explains_its_planning_rate(page: Any, server: tuple[Path, str]) -> None:
+    """Issue 29: after a dev series ran, the Launch panel prices the next one from its cost per attempt (flagged as
+    an estimate, with what the cap will do), and says where the planning rate comes from."""
+    _root, base = server
+    sid = start(base, {"experiment_id": MISTRAL, "on": "dev", "cases": 6, "repeats": 1, "seed": 21})
+    done = settle(base, sid)
+    assert done["status"] == "done"
+    est = _get(base, f"/api/studio/experiments/{MISTRAL}/price?on=dev&cases=6&repeats=1&simulate=true")
+    assert est["estimate"] is True and est["usd"] is not None and est["attempts"] == 12
+    per = {v: Decimal(x) for v, x in est["per_attempt_usd"].items()}
+    assert set(per) == {"gpt", "mistral"} and per["gpt"] > per["mistral"] > 0
+    assert Decimal(est["usd"]) == (per["gpt"] + per["mistral"]) * 6
+    plan = _post(base, f"/api/experiments/{MISTRAL}/launch-plan", {"on": "dev", "cases": 6, "repeats": 1})
+    assert "price" not in plan and "usd" not in json.dumps(plan.get("recommended", {}))  # the plan has no dollars
+    big = _get(base, f"/api/studio/experiments/{MISTRAL}/price?on=dev&simulate=true")
+    assert "above its $1.00 cap, it will pause near $0.90 for your approval" in big["text"], big["text"]
+    open_page(page, base, f"experiments/{MISTRAL}")
+    page.wait_for_selector("#price-estimate")
+    page.wait_for_function("() => document.querySelector('#price-estimate').textContent.startsWith('about $')")
+    assert "an estimate from the cost per attempt of each variant in series" in page.inner_text("#price-estimate")
+    planned = page.inner_text("#launch-plan")
+    assert "passes + 0.5" in planned and "pulled a little toward 0.5" in planned

@@ -82,7 +82,10 @@ export function launchPanel(e, project) {
     try {
       const p = await api(`/api/experiments/${encodeURIComponent(e.id)}/launch-plan`, { method: 'POST', body: body() });
       if (my !== seq) return;
-      replace(planBox, drawPlan(p, refresh));
+      const b = body(), qs = new URLSearchParams({ on: b.on, ...(b.cases ? { cases: b.cases } : {}), ...(b.repeats ? { repeats: b.repeats } : {}), simulate: state.simulate ? 'true' : 'false' });
+      const price = await api(`/api/studio/experiments/${encodeURIComponent(e.id)}/price?${qs}`).catch(() => null);
+      if (my !== seq) return;
+      replace(planBox, drawPlan(p, refresh, price));
       // Confirm reads held-out cases: the person names the read before Start is enabled.
       const ack = p.on === 'holdout' ? ackBox(p, () => { start.disabled = !ack.querySelector('input').checked; }) : null;
       replace(ackSlot, ack);
@@ -139,12 +142,15 @@ function ackBox(p, onchange) {
     h('label', { for: 'ack', class: 'ack' }, box, h('span', {}, `I want to ${what}. Held-out cases are read once per question: a second read is listed in FINDINGS.md.`)));
 }
 
-export function drawPlan(p, refresh) {
+export function drawPlan(p, refresh, price) {
   const rec = p.recommended || {};
   const level = p.level ? ` at ${(p.level * 100).toFixed(1).replace(/\.0$/, '')}%` : '';
+  const ps = p.planning_series;
+  // Where the planning rate comes from, in numbers a person can check: a dev series' passes, shrunk toward 0.5.
+  const seen = ps ? Math.round(Number(p.planning_rate) * (ps.attempts + 1) - 0.5) : null;
   const planning = p.planning === undefined ? null
     : p.planning === 'defaults' ? `defaults: rate ${p.planning_rate}, intra-case correlation ${p.planning_rho}`
-    : `${p.planning}: rate ${Number(p.planning_rate).toFixed(3)}, intra-case correlation ${Number(p.planning_rho).toFixed(2)}`;
+    : `${p.planning}: rate ${Number(p.planning_rate).toFixed(3)} = (${seen} passes + 0.5) / (${ps.attempts} attempts + 1), its ${seen}/${ps.attempts} pulled a little toward 0.5 so that a series that never failed does not plan as if it never can; intra-case correlation ${Number(p.planning_rho).toFixed(2)}`;
   const power = p.power ? p.power.text : null;
   const floor = p.zero_failure_floor ? p.zero_failure_floor.text : null;
   return [
@@ -152,12 +158,12 @@ export function drawPlan(p, refresh) {
       ['attempts', [h('b', {}, `${p.attempts}`), ` = ${p.cases} cases × ${p.repeats} repeats × ${p.variants} variant${p.variants > 1 ? 's' : ''}`]],
       ['cases available', `${p.available} on the ${p.on === 'holdout' ? 'held-out' : 'working'} side`],
       ['expected half-width', p.half_width === null || p.half_width === undefined ? '—' : `±${Number(p.half_width).toFixed(3)}${level} (margin ${p.margin})`],
-      ['recommended', rec.cases ? `${rec.cases} cases × ${rec.repeats} repeats` : '—'],
+      // One number of cases, with where it comes from (the power simulation of the interval the series reports).
+      ['recommended', h('span', { id: 'recommended' }, rec.cases ? `${rec.cases} cases × ${rec.repeats} repeats` : '—', power ? h('div', { class: 'muted' }, power) : null)],
       ...(planning ? [['planned with', planning]] : []),
-      ...(power ? [['80% power', power]] : []),
-      ...(floor ? [['zero-failure floor', floor]] : []),
+      ...(floor && p.zero_failure_floor.cases && p.cases < p.zero_failure_floor.cases ? [['why so many', floor]] : []),
       ['cap', `${fmt.money(p.cap_usd)} for this series (project cap ${fmt.money(p.project_cap_usd)}, ${p.project_cap_source === 'override' ? 'from .aqven/local.yaml' : p.project_cap_source === 'project' ? 'from aqven.yaml' : 'the default'})`],
-      ['price', 'none before it runs: the spend is counted as attempts finish; near 90% of the cap the series pauses for you'],
+      ['price', h('span', { id: 'price-estimate' }, price ? price.text : 'none before it runs: the spend is counted as attempts finish; near 90% of the cap the series pauses for you')],
     ]),
     p.below_recommended && rec.text ? h('div', { class: 'note warn', role: 'status' }, h('b', {}, 'Fewer cases than recommended: '), rec.text) : null,
     capPendingNote(p, refresh),
