@@ -23,7 +23,10 @@ from typing import Any
 
 os.environ["AQVEN_SIMULATE"] = "1"
 os.environ["AQVEN_SIM_LATENCY_SCALE"] = "0.02"
+# A person folder of its own (the person key, the projects' records): the bench never touches ~/.config/aqven.
+os.environ.setdefault("XDG_CONFIG_HOME", tempfile.mkdtemp(prefix="aqven-screens-config-"))
 
+from aqven.people import person_key
 from aqven.project.init import init_project
 
 MISTRAL = "reply_noninferior_mistral"
@@ -42,7 +45,7 @@ class Server:
         while True:
             try:
                 self.info = json.loads((root / ".aqven" / "server.json").read_text())
-                self.base = f"http://127.0.0.1:{self.info['port']}"
+                self.base = f"http://localhost:{self.info['port']}"  # Studio's origin
                 urllib.request.urlopen(self.base + "/api/health", timeout=2).read()
                 return
             except (OSError, ValueError, KeyError):
@@ -51,8 +54,11 @@ class Server:
                     raise
                 time.sleep(0.1)
 
-    def call(self, path: str, body: object = None) -> Any:
-        headers = {"authorization": f"Bearer {self.info['token']}", "content-type": "application/json"}
+    def call(self, path: str, body: object = None, *, person: bool = False) -> Any:
+        """A request with the agent's token, or with the person key (`person`: what only a person may do)."""
+        key = person_key(create=True)
+        credential = key.secret if person and key else self.info["token"]
+        headers = {"authorization": f"Bearer {credential}", "content-type": "application/json"}
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + path, data=data, headers=headers, method="POST" if data else "GET")
         return json.loads(urllib.request.urlopen(req, timeout=60).read())
@@ -76,12 +82,16 @@ def main() -> None:
         paused = srv.series({"experiment_id": MISTRAL, "on": "dev", "cases": 12, "repeats": 1, "cap_usd": "0.002"})
         new = srv.series({"experiment_id": MISTRAL, "on": "dev", "cases": 10, "repeats": 1, "cap_usd": "5.00"})
         stopped = srv.series({"experiment_id": MISTRAL, "on": "dev", "cases": 10, "repeats": 1, "cap_usd": "5.00"})
-        srv.call(f"/api/series/{stopped}/stop", {})
+        srv.call(f"/api/series/{stopped}/stop", {}, person=True)
         held = {"experiment_id": "reply_overpromise_risk", "on": "holdout", "repeats": 1}
         holdout = srv.series({**held, "cases": 40, "cap_usd": "0.006"})
         srv.series({**held, "cases": 3})
         failed = srv.call(f"/api/studio/series/{dev}/attempts?outcome=fail")["items"][0]["run_id"]
+        srv.series({"experiment_id": MISTRAL, "on": "holdout", "cases": 60, "repeats": 1})  # its standing finding
         pages = [
+            ("overview", ""),
+            ("research", "research"),
+            ("experiment-standing", f"experiments/{MISTRAL}"),
             ("series-decision", f"series/{dev}"),
             ("series-compare-verdict", f"series/{compare}"),
             ("series-paused", f"series/{paused}"),
@@ -92,6 +102,7 @@ def main() -> None:
             ("runs", "runs?source=series"),
             ("findings", "findings"),
             ("experiment-confirm", "experiments/reply_overpromise_risk"),
+            ("flow", "flows/support_case"),
         ]
         from playwright.sync_api import sync_playwright
 
@@ -100,7 +111,7 @@ def main() -> None:
             for (w, hgt), suffix in (((1440, 900), ""), ((390, 844), "-phone")):
                 context = browser.new_context(viewport={"width": w, "height": hgt})
                 pg = context.new_page()
-                pg.goto(srv.call("/api/studio/login-link", {"page": ""})["url"])
+                pg.goto(srv.call("/api/studio/login-link", {"page": ""}, person=True)["url"])
                 pg.wait_for_selector("main h1")
                 for name, route in pages:
                     pg.goto(f"{srv.base}/studio/#/{route}")

@@ -14,6 +14,7 @@ import yaml
 
 from aqven.cli.gate import github_annotation
 from aqven.cli.main import app
+from aqven.cli.series_group import RUN
 from aqven.project.diagnostics import Diagnostic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +42,9 @@ def test_the_documented_workflow_runs_check_and_a_gated_dev_series_on_pull_reque
             continue
         words = shlex.split(line)
         command = group.commands[words[1]]
+        subs = getattr(command, "commands", None)
+        if subs is not None:  # `aqven series`: a sub-command (list, follow), or the one that runs an experiment
+            command = subs[words[2] if words[2] in subs else RUN]
         known = {o for p in command.params for o in getattr(p, "opts", [])}
         flags = {w.split("=")[0] for w in words[2:] if w.startswith("--")}
         assert flags <= known, (line, flags - known)
