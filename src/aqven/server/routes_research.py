@@ -19,7 +19,7 @@ from aqven.server.operations.models import (
     SeriesOut,
     SeriesStartOut,
 )
-from aqven.server.principals import PasskeyProof
+from aqven.server.principals import PasskeyProof, principal_of
 from aqven.server.service import ProjectService
 
 router = APIRouter(prefix="/api", tags=["research"])
@@ -105,9 +105,11 @@ async def get_series(
 
 @router.post("/series/{series_id}/cancel")
 async def cancel_series(
-    series_id: str, body: CancelBody | None = None, svc: ProjectService = Depends(service_of)
+    series_id: str, request: Request, body: CancelBody | None = None, svc: ProjectService = Depends(service_of)
 ) -> SeriesOut:
-    return await series.cancel(svc, series_id, body.reason if body else None)
+    who = principal_of(request.state)
+    by = {"kind": who.kind, "channel": who.channel, **({"person": who.name} if who.name else {})}
+    return await series.cancel(svc, series_id, body.reason if body else None, by)
 
 
 @router.post("/series/{series_id}/approve")

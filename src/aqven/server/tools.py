@@ -278,7 +278,7 @@ async def series_cancel(
     """Cancel a series: queued attempts never start, model calls already running finish and are paid for,
     the verdict is invalid (cancelled) and no finding is written. A series that already stopped fails with
     SERIES_STATE_CONFLICT."""
-    return agent_view(await series.cancel(svc, series_id, reason))
+    return agent_view(await series.cancel(svc, series_id, reason, {"kind": "agent", "channel": "mcp"}))
 
 
 # ---- runs -----------------------------------------------------------------------------------------------------

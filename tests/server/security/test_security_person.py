@@ -298,3 +298,16 @@ def test_a_person_folder_inside_the_project_proves_nobody(tiny_env: Path, tmp_pa
     finally:
         server.stop()
         stop_server(root)
+
+
+def test_a_cancelled_series_says_who_cancelled_it_and_how(served: LiveServer) -> None:
+    """Issue 29: an agent may cancel, and the series says it was the agent's token; a person in Studio is named."""
+    by_agent = paused(served)
+    out = served.post(f"/api/series/{by_agent}/cancel", {"reason": "tried something else"})
+    assert out["cancelled"] == {"note": "tried something else", "by": {"kind": "agent", "channel": "agent"}}
+    by_person = paused(served)
+    session = studio(served)
+    out = in_studio(served, session, f"/api/series/{by_person}/cancel", {})
+    assert out["cancelled"]["by"]["kind"] == "person" and out["cancelled"]["by"]["channel"] == "studio"
+    assert out["cancelled"]["by"]["person"]
+    assert served.get(f"/api/series/{by_agent}")["cancelled"]["by"]["kind"] == "agent"  # it stays with the series

@@ -154,13 +154,18 @@ class SeriesService:
         except AqvenError:  # the project does not load just now: the series' own caps still stand
             return {}
 
-    async def cancel(self, series_id: str, reason: str | None = None) -> dict[str, Any]:
+    async def cancel(
+        self, series_id: str, reason: str | None = None, by: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Cancel a series; `by` says who, as the server proved it (an agent's token over MCP or REST, a person)."""
         await self.runner.fill.ready(series_id)  # no state change before its rows are all written
         s = self.store.get(series_id)
         fields: dict[str, Any] = {
             "status": "cancelled",
             "stop_reason": "cancelled",
-            "pause": {"reason": "cancelled", "note": reason} if reason else None,
+            "pause": {"reason": "cancelled", **({"note": reason} if reason else {}), **({"by": by} if by else {})}
+            if reason or by
+            else None,
         }
         if s.active_since is not None:
             fields["active_seconds"] = active_now(s)

@@ -331,6 +331,10 @@ def snapshot(
             **tokens,
         },
         "pause": _pause(s, spent, tokens.get("tokens_used")),
+        # who cancelled it and how (the credential the server checked), and their note
+        "cancelled": {k: v for k, v in (s.pause or {}).items() if k in ("note", "by")} or None
+        if s.status == "cancelled"
+        else None,
         "approvals": approvals_of(store.db, s.id),  # every approval and stop, with its channel
         "eta": eta(s, tally),
         "matrix": matrix(s, tally, verdict),

@@ -33,8 +33,11 @@ async def get(
     return _snapshot(await svc.series.get(series_id, wait_seconds=wait_seconds, include_cases=include_cases))
 
 
-async def cancel(svc: ProjectService, series_id: str, reason: str | None = None) -> SeriesOut:
-    return _snapshot(await svc.series.cancel(series_id, reason))
+async def cancel(
+    svc: ProjectService, series_id: str, reason: str | None = None, by: dict[str, Any] | None = None
+) -> SeriesOut:
+    """Cancel a series (an agent may); `by` is who, as the credential proved it."""
+    return _snapshot(await svc.series.cancel(series_id, reason, by))
 
 
 async def approve(

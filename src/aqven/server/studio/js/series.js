@@ -15,11 +15,12 @@ export async function pageSeries(id, _query, ctx) {
   const stack = h('div', { class: 'stack' }, sec.verdict, sec.progress);
   const render = sn => {
     const e = sn.experiment;
-    patch(sec.head, [sn.status, sn.stop_reason, sn.simulated, sn.finding], () => [
+    patch(sec.head, [sn.status, sn.stop_reason, sn.simulated, sn.finding, sn.cancelled], () => [
       h('h1', {}, 'Series ', h('code', {}, sn.series_id)),
       h('p', { class: 'sub' }, e ? ['experiment ', link('#/experiments/' + encodeURIComponent(e.id), e.id), ' · '] : 'a look · ',
         fmt.side(sn.on), ' · ', badge(statusOf(sn)), ' ', simBadge(sn.simulated), ' · started ', fmt.time(sn.created_at)),
       sn.simulated ? simNote('This series ran on the project\'s simulators, not on the models: its numbers test the flow\'s wiring and the statistics, not the models. Spend is what the real models would have charged.') : null,
+      sn.cancelled ? h('p', { class: 'note', id: 'cancelled-by' }, h('b', {}, 'Cancelled '), cancelledBy(sn.cancelled.by), sn.cancelled.note ? ` — “${sn.cancelled.note}”` : '') : null,
       sn.finding ? h('div', { class: 'note ok' }, 'Finding written: ', link('#/findings?file=' + encodeURIComponent(sn.finding), sn.finding), ' — FINDINGS.md was regenerated.') : null,
       ['running', 'waiting_human'].includes(sn.status) ? h('p', {}, h('button', { type: 'button', class: 'danger', id: 'cancel', onclick: () => cancelSeries(sn.series_id) }, 'Cancel series')) : null,
     ]);
@@ -42,6 +43,13 @@ export async function pageSeries(id, _query, ctx) {
   }
   // While it runs or waits, its progress and spend come before the verdict (what a person acts on, first screen).
   return [sec.head, sec.notice, sec.pause, stack, sec.approvals, sec.matrix, sec.dist, sec.cases, sec.grid, sec.attempts];
+}
+
+// Who cancelled, as the server proved it: a person (in Studio, at a terminal) or an agent's credential.
+function cancelledBy(by) {
+  if (!by) return 'by someone (recorded before AQVEN named who)';
+  if (by.kind === 'person') return `by ${by.person || 'a person'} ${by.channel === 'studio' ? 'in Studio' : 'at a terminal'}`;
+  return by.channel === 'mcp' ? 'by an agent, with its MCP tool series_cancel' : 'with the server token (an agent, or the aqven command run by anyone)';
 }
 
 export async function cancelSeries(id) {
