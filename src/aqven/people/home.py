@@ -59,23 +59,24 @@ def _private_dir(folder: Path) -> None:
                 os.chmod(each, 0o700)
 
 
-def write_private(path: Path, data: Any) -> None:
-    """Write JSON to `path` atomically, readable by this user only (its folders 0700)."""
+def _private_temp(path: Path, data: Any) -> Path:
+    """`data` as JSON in a new file beside `path`, readable by this user only (its folders 0700)."""
     _private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    return tmp
+
+
+def write_private(path: Path, data: Any) -> None:
+    """Write JSON to `path` atomically, readable by this user only."""
+    os.replace(_private_temp(path, data), path)
 
 
 def create_private(path: Path, data: Any) -> None:
     """Make `path` with `data` unless it exists (never replacing one another process made meanwhile)."""
-    _private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(json.dumps(data, indent=1, sort_keys=True))
+    tmp = _private_temp(path, data)
     try:
         os.link(tmp, path)
     except FileExistsError:

@@ -14,8 +14,7 @@ import pytest
 
 from aqven.people import load, reverify
 from support.browser import BROWSER_ARGS, CHROMIUM
-from support.commands import stop_server
-from support.fault_soak import LiveServer, server_env
+from support.fault_soak import LiveServer, live_server, server_env
 from support.person import person_secret
 from support.series_kit import case_names, write_tiny
 
@@ -26,14 +25,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def served(tiny_env: Path, tmp_path: Path) -> Iterator[LiveServer]:
-    root = write_tiny(tmp_path / "tiny", case_names(4, 2))
-    server = LiveServer(root, server_env())
-    server.start()
-    try:
+    with live_server(write_tiny(tmp_path / "tiny", case_names(4, 2)), server_env()) as server:
         yield server
-    finally:
-        server.stop()
-        stop_server(root)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 
 from aqven.people import load, person_dir, reverify
 from support.commands import aqven, cli_env, stop_server
-from support.fault_soak import HttpError, LiveServer, http, server_env
+from support.fault_soak import HttpError, LiveServer, http, live_server, server_env
 from support.person import SoftAuthenticator, person_secret
 from support.series_kit import case_names, write_tiny
 
@@ -29,14 +29,8 @@ FORGED = {"X-Aqven-Channel": "terminal", "X-Aqven-Confirmed": "tty"}
 
 @pytest.fixture
 def served(tiny_env: Path, tmp_path: Path) -> Iterator[LiveServer]:
-    root = write_tiny(tmp_path / "tiny", case_names(4, 2))
-    server = LiveServer(root, server_env())
-    server.start()
-    try:
+    with live_server(write_tiny(tmp_path / "tiny", case_names(4, 2)), server_env()) as server:
         yield server
-    finally:
-        server.stop()
-        stop_server(root)
 
 
 def refused(call: Any, code: str, status: int = 403) -> dict[str, Any]:
