@@ -305,3 +305,48 @@ def test_a_cancelled_series_says_who_cancelled_it_and_how(served: LiveServer) ->
     assert out["cancelled"]["by"]["kind"] == "person" and out["cancelled"]["by"]["channel"] == "studio"
     assert out["cancelled"]["by"]["person"]
     assert served.get(f"/api/series/{by_agent}")["cancelled"]["by"]["kind"] == "agent"  # it stays with the series
+
+
+def test_a_finding_names_its_passkey_approval_and_verifies_it_again(served: LiveServer) -> None:
+    """A held-out series approved with a passkey: its finding says who approved spending above the cap and how, with
+    the assertion, and verifies only while that assertion does (re-sealed with the key an agent can read, an edited
+    amount makes the finding refused)."""
+    import yaml
+
+    from aqven.research.findings import records as findings
+    from aqven.research.findings.verify import Verifier
+
+    session = studio(served)
+    device = SoftAuthenticator(origin=f"http://localhost:{served.port}")
+    register(served, session, device)
+    out = served.post("/api/series", {"experiment_id": "rate", "on": "holdout", "simulate": True, "cap_usd": "3.00"})
+    sid = out["series"]["series_id"]
+    proof = assertion(served, session, device, "approve", sid, "3.00")
+    in_studio(served, session, f"/api/series/{sid}/approve", {"cap_usd": "3.00", "passkey": proof})
+    deadline = time.monotonic() + 60
+    while not (done := served.get(f"/api/series/{sid}?wait_seconds=5"))["ended_at"] and time.monotonic() < deadline:
+        pass
+    assert done["finding"], done["status"]
+    path = served.root / done["finding"]
+    data = yaml.safe_load(path.read_text())
+    [approval] = data["approvals"]
+    assert (approval["channel"], approval["confirmed"], approval["person"]) == (
+        "studio",
+        "passkey",
+        device_user(served),
+    )
+    listed = {f["series_id"]: f for f in served.get("/api/findings")["findings"]}
+    assert listed[sid]["verifies"] is True
+    with Verifier(served.root) as verifier:
+        assert verifier.verify(path, data).verifies
+        approval["proof"]["binding"]["amount"] = "300.00"  # then sealed again, as an agent with the key could
+        data.pop("seal", None)
+        forged = findings.seal(data, findings.finding_key(served.root))
+        result = verifier.verify(path, forged)
+    assert not result.verifies and "passkey approval" in str(result.problem)
+
+
+def device_user(server: LiveServer) -> str:
+    from aqven.people import load
+
+    return load(server.root).passkeys[0].user

@@ -28,6 +28,7 @@ import yaml
 
 from aqven import ENGINE_VERSION
 from aqven.errors import NotFoundError
+from aqven.people import load, reverify
 from aqven.project.paths import DB_FILE, state_dir
 from aqven.research.findings.records import SEALED_FROM, finding_key, is_intact, read_findings, seal_matches
 from aqven.research.stats.series_verdict import compute_verdict
@@ -153,7 +154,31 @@ class Verifier:
             return recomputed
         if recomputed.unchecked:
             unchecked.append(recomputed.unchecked)
+        approved = self._approvals(data)
+        if approved.problem is not None:
+            return approved
+        if approved.unchecked:
+            unchecked.append(approved.unchecked)
         return Verification(True, None, "; ".join(unchecked) or None, recomputed=recomputed.recomputed)
+
+    def _approvals(self, data: dict[str, Any]) -> Verification:
+        """The passkey approvals a finding names verify again against the passkeys registered here; one whose
+        passkey is not registered on this machine (a colleague's) is left unchecked."""
+        passkeys = load(self.root).passkeys
+        known = {p.id for p in passkeys}
+        elsewhere = 0
+        for approval in data.get("approvals") or []:
+            proof = approval.get("proof") if isinstance(approval, dict) else None
+            if not isinstance(proof, dict):
+                continue
+            if proof.get("credential_id") not in known:
+                elsewhere += 1
+                continue
+            why = reverify(proof, passkeys)
+            if why is not None:
+                return Verification(False, f"a passkey approval it names does not verify: {why}")
+        note = f"{elsewhere} passkey approval(s) made with a passkey not registered here" if elsewhere else None
+        return Verification(True, None, note)
 
     def _recompute(self, data: dict[str, Any], version: int) -> Verification:
         store = self._store()
