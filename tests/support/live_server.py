@@ -29,9 +29,17 @@ class LiveServer:
         self.token = ""
 
     def __enter__(self) -> LiveServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start the server (again, after a kill) and wait until it answers with its new token."""
         info_file = self.root / ".aqven" / "server.json"
         info_file.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.root / ".aqven" / "test-server.log", "ab")  # the process holds it
+        log = open(self.root / ".aqven" / "test-server.log", "ab")  # noqa: SIM115 - the process holds it
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "aqven", "serve", "--root", str(self.root)],
             env=self.env,
@@ -59,9 +67,14 @@ class LiveServer:
                 return False
 
         wait_until(up, timeout=60, step=0.05)
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def kill(self) -> None:
+        """SIGKILL: the server dies mid-whatever, as a crash would leave it."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -87,4 +100,9 @@ class LiveServer:
     def get(self, path: str) -> Any:
         status, _headers, data = self.call("GET", path)
         assert status == 200, (path, status, data)
+        return data
+
+    def post(self, path: str, body: Any) -> Any:
+        status, _headers, data = self.call("POST", path, body)
+        assert status < 300, (path, status, data)
         return data

@@ -7,13 +7,7 @@ one with the same selection.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -23,6 +17,7 @@ import pytest
 
 from aqven.project.init import init_project
 from support.commands import cli_env, stop_server
+from support.live_server import LiveServer
 from support.series_kit import attempts, rows, wait_until
 
 ATTEMPTS = 12 * 2 * 2
@@ -30,78 +25,12 @@ ATTEMPTS = 12 * 2 * 2
 BODY = {"experiment_id": "reply_noninferior_mistral", "cases": 12, "repeats": 2, "simulate": True, "seed": 4242}
 
 
-class Server:
-    def __init__(self, root: Path, env: dict[str, str]) -> None:
-        self.root = root
-        self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.port = 0
-        self.token = ""
-
-    def start(self) -> None:
-        info_file = self.root / ".aqven" / "server.json"
-        info_file.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.root / ".aqven" / "test-server.log", "ab")  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "aqven", "serve", "--root", str(self.root)],
-            env=self.env,
-            cwd=self.root,
-            stdout=log,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        log.close()
-        proc = self.proc
-
-        def up() -> bool:
-            assert proc.poll() is None, (self.root / ".aqven" / "test-server.log").read_text()
-            try:
-                info = json.loads(info_file.read_text())
-            except (OSError, ValueError):
-                return False
-            if info.get("pid") != proc.pid:
-                return False
-            self.port = int(info["port"])
-            self.token = str(info["token"])
-            try:
-                return bool(self.call("GET", "/api/health")["status"] == "ok")
-            except OSError:
-                return False
-
-        wait_until(up, timeout=60, step=0.05)
-
-    def call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}{path}",
-            data=data,
-            method=method,
-            headers={"content-type": "application/json", "authorization": f"Bearer {self.token}"},
-        )
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.loads(response.read())
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-    def wait_done(self, series_id: str, timeout: float = 120) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            snap: dict[str, Any] = self.call("GET", f"/api/series/{series_id}?wait_seconds=5")
-            if snap["status"] != "running" or time.monotonic() > deadline:
-                return snap
+def wait_done(server: LiveServer, series_id: str, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        snap: dict[str, Any] = server.get(f"/api/series/{series_id}?wait_seconds=5")
+        if snap["status"] != "running" or time.monotonic() > deadline:
+            return snap
 
 
 @pytest.fixture
@@ -116,14 +45,14 @@ def test_a_killed_server_resumes_its_series_without_losing_or_repeating_attempts
     lumen: tuple[Path, dict[str, str]],
 ) -> None:
     root, env = lumen
-    server = Server(root, env)
+    server = LiveServer(root, env)
     server.start()
     try:
-        whole = server.call("POST", "/api/series", BODY)["series"]["series_id"]
-        reference = server.wait_done(whole)
+        whole = server.post("/api/series", BODY)["series"]["series_id"]
+        reference = wait_done(server, whole)
         assert reference["status"] == "done" and reference["progress"]["done"] == ATTEMPTS
 
-        sid = server.call("POST", "/api/series", BODY)["series"]["series_id"]
+        sid = server.post("/api/series", BODY)["series"]["series_id"]
         wait_until(
             lambda: sum(a["status"] == "done" for a in attempts(root, sid)) >= ATTEMPTS // 4, timeout=60, step=0.01
         )
@@ -136,7 +65,7 @@ def test_a_killed_server_resumes_its_series_without_losing_or_repeating_attempts
         assert status == "running"
 
         server.start()
-        snap = server.wait_done(sid)
+        snap = wait_done(server, sid)
     finally:
         server.stop()
 
