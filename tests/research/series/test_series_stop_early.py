@@ -2,8 +2,9 @@
 
 A real series through the scheduler on the tiny project (simulated writer, priced at $0.01 a call): every
 case passes, or every case fails, far from the bound of 0.5 + 0.05, so the first look that spends error
-(25% of the cases) decides; the series then starts nothing more, ends done, and its snapshot, sentence and finding say how many
-attempts it ran of how many and what it did not spend. Without stop_early the same series runs to the end.
+(25% of the cases) decides; the series then starts nothing more, ends done, and its snapshot, sentence and
+finding say how many attempts it ran of how many and what it did not spend. Without stop_early the same
+series runs to the end.
 """
 
 from __future__ import annotations
