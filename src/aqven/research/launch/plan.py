@@ -94,7 +94,7 @@ def launch_plan(
     if not QUESTION_KINDS[q.kind].decides or n == 0:
         plan.update({"half_width": None, "margin": q.margin, "recommended": None, "below_recommended": False})
     else:
-        plan.update(_precision(spec.question, spec.variant_ids, n, r, len(available), estimates))
+        plan.update(_precision(spec.question, spec.variant_ids, n, r, len(available), estimates, spec.stop_early))
         if spec.stop_early:
             plan["stop_early"] = _early(q, plan, n, r, k)
     plan.update(
@@ -122,6 +122,7 @@ def _early(q: Question, plan: dict[str, Any], n: int, r: int, k: int) -> dict[st
         repeats=r,
         variants=k,
         difference=min(diffs),
+        rho_between=plan.get("planning_rho_between", launch_math.RHO_BETWEEN),
         level=plan["level"],
     )
     out["text"] = (
@@ -140,9 +141,19 @@ def comparisons_of(question: Question, variants: list[str]) -> int:
 
 
 def _precision(
-    q: Question, variants: list[str], n: int, r: int, available: int, est: DevEstimates | None
+    q: Question,
+    variants: list[str],
+    n: int,
+    r: int,
+    available: int,
+    est: DevEstimates | None,
+    stop_early: bool = False,
 ) -> dict[str, Any]:
-    """half_width, recommended, below_recommended and the keys that say how they were planned."""
+    """half_width, recommended, below_recommended and the keys that say how they were planned.
+
+    A stop_early experiment's power (and so its recommended cases) is that of the sequence it decides on,
+    read at its looks (`plan_sim.sequential_cases_to_decide`): more cases than a fixed-size series needs,
+    of which it expects to run fewer."""
     paired = QUESTION_KINDS[q.kind].paired
     k = comparisons_of(q, variants)
     bound = q.bound if QUESTION_KINDS[q.kind].needs_bound else None
@@ -176,7 +187,7 @@ def _precision(
         if est
         else None
     )
-    out["power"] = _power(q, pop, r, level, truth, paired, available)
+    out["power"] = _power(q, pop, r, level, truth, paired, available, stop_early)
     out["zero_failure_floor"] = _zero_failure_floor(q, k)
     need, by, text = None, None, ""
     if out["power"]["cases"] is not None:
@@ -223,7 +234,14 @@ def _every(q: Question) -> str:
 
 
 def _power(
-    q: Question, pop: plan_sim.Population, r: int, level: float, truth: float, paired: bool, available: int
+    q: Question,
+    pop: plan_sim.Population,
+    r: int,
+    level: float,
+    truth: float,
+    paired: bool,
+    available: int,
+    stop_early: bool = False,
 ) -> dict[str, Any]:
     """Cases for 80% power, by simulation with the interval the series reports (`aqven.research.stats.plan_sim`):
     a series of that many decides (confirms or refutes) 8 times in 10 when the truth is the planning rate
@@ -233,7 +251,10 @@ def _power(
     distance = abs(truth - line)
     what = "difference" if paired else "rate"
     out: dict[str, Any] = {"power": POWER, "truth": truth, "line": line, "cases": None, "decides": None}
-    found = None if distance < 1e-12 else plan_sim.cases_to_decide(pop, r, level, line, upward(q), POWER)
+    found: plan_sim.Outcome | plan_sim.SequentialOutcome | None = None
+    if distance >= 1e-12:
+        solve = plan_sim.sequential_cases_to_decide if stop_early else plan_sim.cases_to_decide
+        found = solve(pop, r, level, line, upward(q), POWER)
     if found is None:
         out["text"] = (
             f"the planning {what} {truth:g} lies on the decision line {line:g}: no number of cases decides it "
@@ -247,8 +268,9 @@ def _power(
     confirms = above if upward(q) else not above
     decides = "confirmed" if confirms else "refuted"
     out.update({"cases": found.cases, "decides": decides, "share": round(found.decided, 3)})
+    how = " by the last look of stop_early" if stop_early else ""
     out["text"] = (
-        f"if the true {what} is {truth:.3g}, about {found.cases} cases would decide it ({decides}) "
+        f"if the true {what} is {truth:.3g}, about {found.cases} cases would decide it ({decides}){how} "
         f"{found.decided:.0%} of the time; "
         + (f"only {available} are available" if found.cases > available else f"{available} are available")
     )

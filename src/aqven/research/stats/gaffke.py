@@ -61,10 +61,11 @@ def gaffke_interval_batch(x: Floats, valid: Mask, alpha: float) -> tuple[Floats,
     return low, high
 
 
-def gaffke_lower_batch(x: Floats, valid: Mask, alpha: float) -> Floats:
+def gaffke_lower_batch(x: Floats, valid: Mask, alpha: float | Floats) -> Floats:
     """The lower bound at error ``alpha`` of the mean of ``x ∈ [0, 1]`` (rows: series; columns: cases).
 
-    ``nan`` for a row without a case; 0 for a row whose cases are all 0.
+    ``alpha`` is one error for every row or one per row (a confidence sequence spends a different share of
+    its error at each look). ``nan`` for a row without a case; 0 for a row whose cases are all 0.
     """
     x = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0)
     valid = np.asarray(valid, dtype=np.bool_)
@@ -74,9 +75,16 @@ def gaffke_lower_batch(x: Floats, valid: Mask, alpha: float) -> Floats:
     out = np.zeros(x.shape[0])
     solve = has_data & (top > 0)
     if solve.any():
-        out[solve] = _solve(values[solve], counts[solve], alpha)
+        out[solve] = _solve(values[solve], counts[solve], _per_row(alpha, x.shape[0])[solve])
     result: Floats = np.where(has_data, out, np.nan)
     return result
+
+
+def _per_row(alpha: float | Floats, rows: int) -> Floats:
+    out: Floats = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (rows,)).copy()
+    if not np.all((out > 0) & (out < 1)):
+        raise ValueError("every error must lie in (0, 1)")
+    return out
 
 
 def _merged(x: Floats, valid: Mask) -> tuple[Floats, Floats]:
@@ -95,7 +103,7 @@ def _merged(x: Floats, valid: Mask) -> tuple[Floats, Floats]:
     return values.reshape(rows, width), counts
 
 
-def _solve(values: Floats, counts: Floats, alpha: float) -> Floats:
+def _solve(values: Floats, counts: Floats, alpha: Floats) -> Floats:
     """The ``L`` with ``P(M ≤ L) = α``, by a secant search on ``Φ⁻¹(P(M ≤ L))`` bracketed in ``(0, max x)``.
 
     ``P(M ≤ L)`` rises from 0 (just above 0, when some case is above 0) to 1 (at the largest value).
@@ -104,7 +112,7 @@ def _solve(values: Floats, counts: Floats, alpha: float) -> Floats:
     mean = _rowsum(values * counts) / (n + 1)
     spread = np.sqrt((_rowsum(counts * (values - mean[:, None]) ** 2) + mean**2) / ((n + 1) * (n + 2)))
     spread = np.maximum(spread, 1e-12)
-    target = float(scipy.special.ndtri(alpha))
+    target = np.asarray(scipy.special.ndtri(alpha), dtype=np.float64)
     lo = np.zeros(len(n))
     hi = np.where(counts > 0, values, 0.0).max(axis=1)
     bound = np.clip(mean + target * spread, lo + 1e-9 * hi, hi * (1 - 1e-9))
@@ -117,7 +125,7 @@ def _solve(values: Floats, counts: Floats, alpha: float) -> Floats:
         if idx.size == 0:
             break
         cdf, s[idx] = _tail(values[idx], counts[idx], bound[idx], s[idx])
-        gap = scipy.special.ndtri(np.clip(cdf, 1e-300, 1 - 1e-16)) - target  # rises with the bound
+        gap = scipy.special.ndtri(np.clip(cdf, 1e-300, 1 - 1e-16)) - target[idx]  # rises with the bound
         b = bound[idx]
         lo[idx] = np.where(gap < 0, b, lo[idx])
         hi[idx] = np.where(gap >= 0, b, hi[idx])
@@ -147,9 +155,11 @@ def _tail(values: Floats, counts: Floats, bound: Floats, s0: Floats) -> tuple[Fl
     The saddlepoint ``ŝ`` solves ``K'(ŝ) = Σ a_j/(1 − ŝ·a_j) = 0`` on ``(1/min a, 1/max a)``, where
     ``K'`` rises from −∞ to +∞: Newton's method kept inside a shrinking bracket.
     """
-    a = values - bound[:, None]
-    a0 = -bound
     used = counts > 0
+    # A value no case has (count 0, padding or a grid's unused value) is moved to the end point: with a large
+    # value there, ``1 − s·a`` could turn negative and its ``0·log`` poison the row.
+    a = np.where(used, values - bound[:, None], -bound[:, None])
+    a0 = -bound
     a_min = np.minimum(np.where(used, a, np.inf).min(axis=1), a0)  # a0 < 0: always negative
     a_max = np.where(used, a, -np.inf).max(axis=1)  # positive while the bound is below the largest value
     lo = 1.0 / a_min
@@ -193,7 +203,7 @@ def _rowsum(a: Floats) -> Floats:
     return out
 
 
-def gaffke_lower_counts(values: Floats, counts: Floats, alpha: float) -> Floats:
+def gaffke_lower_counts(values: Floats, counts: Floats, alpha: float | Floats) -> Floats:
     """`gaffke_lower_batch` on rows given in merged form: distinct ``values`` in ``[0, 1]`` and how often
     each occurs (``counts``, 0 for padding). The cost does not grow with the number of cases, which lets
     the launch plan simulate series of any size (`aqven.research.stats.plan_sim`)."""
@@ -204,6 +214,6 @@ def gaffke_lower_counts(values: Floats, counts: Floats, alpha: float) -> Floats:
     out = np.zeros(values.shape[0])
     solve = has_data & (top > 0)
     if solve.any():
-        out[solve] = _solve(values[solve], counts[solve], alpha)
+        out[solve] = _solve(values[solve], counts[solve], _per_row(alpha, values.shape[0])[solve])
     result: Floats = np.where(has_data, out, np.nan)
     return result

@@ -33,16 +33,20 @@ import scipy.stats
 from numpy.typing import NDArray
 
 from aqven.research.stats.gaffke import gaffke_lower_counts
+from aqven.research.stats.sequential import look_lengths, sequence_bounds_counts
 
 __all__ = [
     "SERIES",
     "Outcome",
     "Population",
+    "SequentialOutcome",
     "beta_population",
     "cases_for_half_width",
     "cases_to_decide",
     "paired_population",
+    "sequential_cases_to_decide",
     "simulate",
+    "simulate_sequential",
 ]
 
 Floats = NDArray[np.float64]
@@ -85,6 +89,26 @@ class Outcome:
     half_width: float
     confirmed: float
     refuted: float
+
+    @property
+    def decided(self) -> float:
+        return self.confirmed + self.refuted
+
+
+@dataclass(frozen=True)
+class SequentialOutcome:
+    """What simulated ``stop_early`` series of one planned size do, each stopped at its first deciding look.
+
+    ``confirmed`` and ``refuted`` are the shares decided so by the last look; ``expected_cases`` the mean
+    number of cases run; ``median_saving`` the median over series of ``1 − cases run / planned``;
+    ``stops_early`` the share that decided before the last look."""
+
+    cases: int
+    confirmed: float
+    refuted: float
+    expected_cases: float
+    median_saving: float
+    stops_early: float
 
     @property
     def decided(self) -> float:
@@ -160,6 +184,58 @@ def simulate(
     else:
         confirmed, refuted = high < line, low >= line
     return Outcome(cases, float(np.median(high - low) / 2), float(confirmed.mean()), float(refuted.mean()))
+
+
+def simulate_sequential(
+    pop: Population, cases: int, repeats: int, level: float, line: float, upward: bool, series: int = SERIES
+) -> SequentialOutcome:
+    """``series`` simulated ``stop_early`` series of ``cases`` planned cases × ``repeats`` from ``pop``, each
+    read at its looks with the sequence the series reports (`aqven.research.stats.sequential`) and stopped at
+    the first look that decides, as the series would."""
+    values, probs = _value_probabilities(pop, repeats)
+    probs = np.clip(probs, 0.0, None)
+    probs = probs / probs.sum()
+    lengths = np.array(look_lengths(cases, cases), dtype=np.int64)
+    rng = np.random.default_rng(SEED)
+    steps = np.diff(np.concatenate([[0], lengths]))
+    new = np.stack([rng.multinomial(int(k), probs, size=series) for k in steps], axis=1)
+    counts = np.cumsum(new, axis=1).astype(np.float64)  # (series, look, value): the cases seen by each look
+    low, high = sequence_bounds_counts(values, counts, 1 - level, len(lengths))
+    if pop.paired:
+        low, high = 2 * low - 1, 2 * high - 1
+    if upward:
+        confirmed, refuted = low > line, high <= line
+    else:
+        confirmed, refuted = high < line, low >= line
+    decided = confirmed | refuted
+    first = np.where(decided.any(axis=1), decided.argmax(axis=1), len(lengths) - 1)
+    rows = np.arange(series)
+    ran = lengths[first]
+    return SequentialOutcome(
+        cases,
+        float(confirmed[rows, first].mean()),
+        float(refuted[rows, first].mean()),
+        float(ran.mean()),
+        float(np.median(1 - ran / cases)),
+        float(np.mean(decided.any(axis=1) & (first < len(lengths) - 1))),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def sequential_cases_to_decide(
+    pop: Population, repeats: int, level: float, line: float, upward: bool, power: float = 0.8
+) -> SequentialOutcome | None:
+    """The fewest planned cases at which a share ``power`` of simulated ``stop_early`` series decide by their
+    last look (`simulate_sequential`); None when no number up to a million does."""
+    found = _smallest(
+        lambda n: simulate_sequential(pop, n, repeats, level, line, upward).decided >= power,
+        pop,
+        repeats,
+        level,
+        line,
+        upward,
+    )
+    return None if found is None else simulate_sequential(pop, found.cases, repeats, level, line, upward)
 
 
 @functools.lru_cache(maxsize=512)
