@@ -624,3 +624,22 @@ def test_the_diff_shows_both_outputs_marks_chance_and_names_changed_files(page: 
         shot(page, "series-diff-files-changed")
     finally:
         prompt.write_text(before)
+
+
+def test_the_chat_keeps_line_breaks_links_ids_and_rounds_money(page: Any, server: tuple[Path, str]) -> None:
+    """Issue: the chat's answer collapsed its lines into one paragraph, and series ids were not links."""
+    _root, base = server
+    sid = explored(base, 1)
+    open_page(page, base, "chat")
+    page.fill("#chat-input", f"status of {sid}")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".msg.assistant .md")
+    answer = page.locator(".msg.assistant").last
+    assert answer.locator("br").count() >= 2  # "series …", "Verdict: …", the responder's line: each its own line
+    link = answer.locator(f"a[href='#/series/{sid}']")
+    assert link.count() >= 1 and link.first.inner_text() == sid
+    text = answer.inner_text()
+    assert re.search(r"spent \$\d+\.\d{2,5} of \$\d+\.\d{2}", text), text
+    shot(page, "chat-lines-and-links")
+    link.first.click()
+    page.wait_for_selector("#verdict")

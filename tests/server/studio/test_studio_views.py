@@ -15,7 +15,8 @@ from fastapi.testclient import TestClient
 
 from aqven.project.init import init_project
 from aqven.server.app import create_app
-from aqven.server.studio_views import _cents_up, percentile
+from aqven.server.operations.finish import _cents_up
+from aqven.server.studio_views import percentile
 from support.commands import api_client
 from support.person import person_headers
 
