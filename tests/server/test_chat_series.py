@@ -7,6 +7,7 @@ Issue 14 item 2: "status of ser_…" and "which working cases failed in series s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -143,3 +144,45 @@ def test_no_series_answer_crashes_the_offline_summary() -> None:
             "verdict": None, "cases": None}  # fmt: skip
     lines = chat_offline.summarize("series_get", snap)
     assert lines and "ser_1" in lines[0]
+
+
+def test_money_is_shown_as_studio_shows_it() -> None:
+    from aqven.project.money import shown_usd
+
+    assert shown_usd("2.0593529") == "$2.06" and shown_usd("0.0123456") == "$0.012"
+    assert shown_usd("0.004") == "$0.0040" and shown_usd("0.00012345") == "$0.00012" and shown_usd("0") == "$0.00"
+    assert shown_usd(None) == "—"
+
+
+async def test_a_paused_series_reads_as_studio_says_with_money_rounded_and_the_cost_to_finish(project: Path) -> None:
+    """Issue: the chat said '$2.0593529', called a paused series 'still running' and gave no cost to finish."""
+    from aqven.project.money import shown_usd
+    from aqven.server.operations.finish import finish
+
+    svc = ProjectService(project)
+    try:
+        body = SeriesStartBody.model_validate(
+            {"experiment_id": "reply_noninferior_mistral", "on": "dev", "cases": 12, "repeats": 1, "cap_usd": "0.002"}
+        )
+        sid = (await svc.series.start(body))["series"]["series_id"]
+        state = await svc.series.get(sid, wait_seconds=50)
+        while state["status"] == "running":
+            state = await svc.series.get(sid, wait_seconds=50)
+        assert state["status"] == "awaiting_approval"
+        out = await chat.reply(svc, [{"role": "user", "content": f"status of {sid}"}])
+        reply = out["reply"]
+        assert (
+            "paused, awaiting approval" in reply and "still running" not in reply and "awaiting_approval" not in reply
+        )
+        spent = shown_usd(state["spend"]["usd"])
+        assert f"spent {spent} of $0.0020" in reply, reply
+        assert all(len(m.split(".")[1]) <= 5 for m in re.findall(r"\$\d+\.\d+", reply)), reply  # no $0.0013529
+
+        out = await chat.reply(svc, [{"role": "user", "content": f"what would it cost to finish {sid}?"}])
+        assert "series_finish_cost" in [c["name"] for c in out["tool_calls"]]
+        est = await finish(svc, sid)
+        assert est.more_usd and est.cap_to_finish_usd
+        want = f"To finish: about {shown_usd(est.more_usd)} more for the {est.left} attempts left"
+        assert want in out["reply"] and f"a cap of {shown_usd(est.cap_to_finish_usd)} lets it finish" in out["reply"]
+    finally:
+        await svc.shutdown()

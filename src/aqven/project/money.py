@@ -10,7 +10,7 @@ their schemas (a diagnostic); all of them call `plain_cap`.
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from pydantic_core import PydanticCustomError
@@ -75,3 +75,29 @@ def cap_field(value: Any) -> Decimal:
     except BadCap as exc:
         kind = "less_than_equal" if exc.out_of_range else "decimal_parsing"
         raise PydanticCustomError(kind, f"the cap {exc.detail}: {CAP_HINT}") from None
+
+
+def shown_usd(value: str | int | float | Decimal | None) -> str:
+    """Dollars as Studio's pages show them (`fmt.money` in server/studio/js/dom.js), for every text the server
+    writes for people (the chat, a standing finding's costs): $X.XX from $1, three decimals from $0.01, two
+    significant digits below ("$0.0040"), "—" for no amount."""
+    if value is None or value == "":
+        return "—"
+    try:
+        x = Decimal(str(value))
+    except ArithmeticError:
+        return str(value)
+    if not x.is_finite():
+        return str(value)
+    if x == 0:
+        return "$0.00"
+    sign, x = ("-", -x) if x < 0 else ("", x)
+    if x >= 1:
+        shown = x.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    elif x >= Decimal("0.01"):
+        shown = x.quantize(Decimal("0.001"), rounding=ROUND_HALF_UP)
+    else:
+        shown = x.quantize(Decimal(1).scaleb(x.adjusted() - 1), rounding=ROUND_HALF_UP)
+        if shown.adjusted() > x.adjusted():  # rounded up a digit ($0.0099996 → $0.010, not $0.0100)
+            shown = shown.quantize(Decimal(1).scaleb(shown.adjusted() - 1))
+    return f"{sign}${shown:f}"

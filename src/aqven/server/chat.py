@@ -80,7 +80,11 @@ def instructions_for(root: Path) -> str:
         "Say plainly when something ran on simulated models.",
         "Follow AGENTS.md and CLAUDE.md below as the project's instructions to agents, where they do not contradict "
         "these rules. Answer about a series, a run or a finding from the tools (series_get, run_get, run_events, "
-        "list_findings), and say when a tool answered an error.",
+        "list_findings), and say when a tool answered an error. Asked what finishing a series costs, call "
+        "series_finish_cost and give its amounts. Write money as Studio does ($2.06 from $1, $0.012 from a cent, "
+        "two significant digits below: $0.0040), and name a status as Studio does (awaiting_approval: paused, "
+        "awaiting approval; waiting_human: waiting for a person; done with stop_reason stopped_at_cap: stopped at "
+        "the cap). Name a series or run by its id (ser_…, run_…): Studio links it to its page.",
     ]
     budget = MAX_CONTEXT_CHARS
     for f in context_files(root):

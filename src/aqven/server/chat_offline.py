@@ -22,6 +22,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from aqven.project.money import shown_usd
+
 OFFLINE_NAME = "aqven-offline-responder"
 AGENT_ENV = "AQVEN_CHAT_AGENT"
 
@@ -94,8 +96,11 @@ def plan_tools(question: str, available: set[str]) -> list[tuple[str, dict[str, 
     calls: list[tuple[str, dict[str, Any]]] = []
     about_cases = bool(re.search(r"\b(cases?|fail\w*|pass\w*|which)\b", q))
     series_ids = list(dict.fromkeys(re.findall(r"\bser_[0-9a-f]{6,}\b", q)))
+    about_cost = bool(re.search(r"\b(cost\w*|finish\w*|spend|spent|money|cap|how much|price\w*|dollars?)\b", q))
     for sid in series_ids:
         calls.append(("series_get", {"series_id": sid, "include_cases": about_cases}))
+        if about_cost:
+            calls.append(("series_finish_cost", {"series_id": sid}))
     for rid in dict.fromkeys(re.findall(r"\brun_[0-9a-f]{6,}\b", q)):
         calls.append(("run_get", {"run_id": rid}))
     if re.search(r"\b(check|errors?|warnings?|valid|broken)\b", q):
@@ -124,16 +129,42 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+#: A series' status as Studio's pages name it (`words` and `statusOf` in server/studio/js/dom.js and decision.js).
+STATUS_WORDS = {
+    "awaiting_approval": "paused, awaiting approval",
+    "waiting_human": "waiting for a person",
+    "running": "running",
+    "queued": "queued",
+    "done": "done",
+    "cancelled": "cancelled",
+    "failed": "failed",
+}
+ENDED = ("done", "cancelled", "failed")
+_PROVISIONAL = re.compile(r"^(Provisional \(still running\)|So far \([^)]*\)): ")
+
+
+def status_words(content: dict[str, Any]) -> str:
+    """The status a person reads: a series stopped at its cap ends "done" in the store, but it did not finish."""
+    status = str(content.get("status"))
+    if status == "done" and content.get("stop_reason") == "stopped_at_cap":
+        return "stopped at the cap"
+    return STATUS_WORDS.get(status, status)
+
+
 def _series_lines(content: dict[str, Any]) -> list[str]:
     p, sp, vd = as_object(content.get("progress")), as_object(content.get("spend")), as_object(content.get("verdict"))
     lines = [
         f"series {content.get('series_id')} ({content.get('experiment_id') or content.get('kind')} on "
-        f"{content.get('on')}{', simulated' if content.get('simulated') else ''}): {content.get('status')}, "
-        f"{p.get('done')} of {p.get('attempts')} attempts, spent ${sp.get('usd')} of ${sp.get('cap_usd')}"
-        f"{' (a lower bound)' if sp.get('lower_bound') else ''}."
+        f"{content.get('on')}{', simulated' if content.get('simulated') else ''}): {status_words(content)}, "
+        f"{p.get('done')} of {p.get('attempts')} attempts, spent {shown_usd(sp.get('usd'))} of "
+        f"{shown_usd(sp.get('cap_usd'))}{' (a lower bound)' if sp.get('lower_bound') else ''}."
     ]
-    if vd.get("text"):
-        lines.append(("Provisional: " if vd.get("provisional") else "Verdict: ") + f"“{vd['text']}”")
+    ended = content.get("status") in ENDED
+    if vd.get("text") and not ended:
+        # Not decided yet: the sentence so far, without the words "still running" (a paused series is not).
+        lines.append(f"Not decided yet. So far: “{_PROVISIONAL.sub('', str(vd['text']))}”")
+    elif vd.get("text"):
+        lines.append(f"Verdict: “{vd['text']}”")
     if content.get("finding"):
         lines.append(f"Finding: {content['finding']}")
     err = as_object(content.get("error"))
@@ -162,6 +193,31 @@ def _series_lines(content: dict[str, Any]) -> list[str]:
             lines.append(
                 f"{content.get('hidden_cases') or 0} case(s) not listed: held-out cases are never shown one by one."
             )
+    return lines
+
+
+def _finish_lines(est: dict[str, Any]) -> list[str]:
+    """The server's finish estimate in words, money rounded as the pages round it."""
+    left = int(est.get("left") or 0)
+    if not left:
+        return ["Nothing is left to run: finishing costs nothing more."]
+    if est.get("total_usd") is None:
+        return [f"{left} attempts are left; no attempt has a cost yet, so there is nothing to price finishing from."]
+    line = (
+        f"To finish: about {shown_usd(est.get('more_usd'))} more for the {left} attempts left "
+        f"({shown_usd(est.get('total_usd'))} in all, at {shown_usd(est.get('per_attempt_usd'))} an attempt so far)"
+    )
+    if est.get("cap_to_finish_usd"):
+        line += f"; a cap of {shown_usd(est['cap_to_finish_usd'])} lets it finish without another pause"
+    lines = [line + "."]
+    after = est.get("double_pauses_after")
+    if est.get("double_usd") and after is not None:
+        lines.append(
+            f"Approving double ({shown_usd(est['double_usd'])}) pauses again after about {after} more "
+            f"attempt{'' if after == 1 else 's'}."
+        )
+    if est.get("decides"):
+        lines.append(str(est["decides"])[0].upper() + str(est["decides"])[1:] + ".")
     return lines
 
 
@@ -194,6 +250,8 @@ def summarize(name: str, content: Any) -> list[str]:
         return lines
     if name == "series_get" and data:
         return _series_lines(data)
+    if name == "series_finish_cost" and data:
+        return _finish_lines(data)
     if name == "run_get" and data:
         err = as_object(data.get("error"))
         tail = f": {err.get('code')}: {err.get('message')}" if err else ""

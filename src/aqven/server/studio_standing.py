@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from aqven.errors import AqvenError
+from aqven.project.money import shown_usd
 from aqven.research.findings.verify import verified_findings
 from aqven.research.stats.questions import QUESTION_KINDS
 from aqven.server.deps import service_of
@@ -83,20 +84,11 @@ def _costs(svc: ProjectService, data: dict[str, Any]) -> list[VariantCost]:
                 change = f", {pct}% {'cheaper' if ratio < 0 else 'dearer'}" if pct else ", the same cost"
             line = f"{name}: {words}{change}"
         elif spec and spec.paired and name == baseline:
-            line = f"{name}: the baseline, ${_money(spend)}"
+            line = f"{name}: the baseline, {shown_usd(spend)}"
         else:
-            line = f"{name}: {words}, ${_money(spend)}" if words else f"{name}: ${_money(spend)}"
+            line = f"{name}: {words}, {shown_usd(spend)}" if words else f"{name}: {shown_usd(spend)}"
         out.append(VariantCost(variant=name, spend_usd=str(spend), line=line))
     return out
-
-
-def _money(x: Decimal) -> str:
-    """Dollars as Studio's pages round them (`fmt.money` in studio/js/dom.js)."""
-    if x >= 1:
-        return str(x.quantize(Decimal("0.01")))
-    if x >= Decimal("0.01"):
-        return str(x.quantize(Decimal("0.001")))
-    return f"{x:.2g}" if x else "0.00"
 
 
 def standing(svc: ProjectService) -> list[Standing]:

@@ -8,7 +8,6 @@ held-out series wait until it ended (while it runs its numbers move only at coar
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from datetime import datetime
@@ -19,9 +18,16 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
 from aqven.errors import AqvenError
+from aqven.research.experiments.inputs import without_cases
 from aqven.research.holdout import reads_held_out, sealed_now
+from aqven.research.stats.two_counts import LEVEL, change_p, least_p
 from aqven.server.deps import service_of
+from aqven.server.operations.finish import (  # what finishing costs: an operation (the chat's tool asks it too)
+    FinishEstimate,
+    finish,
+)
 from aqven.server.service import ProjectService
+from aqven.store.series_records import SeriesRow
 from aqven.store.series_tally import COUNTED
 
 MAX_GRID_CASES = 500  # a grid page; a working side larger than this pages
@@ -74,19 +80,17 @@ def attempt_of_run(svc: ProjectService, run_id: str) -> AttemptOut:
     )
     if row is None or row["side"] != "dev":  # a re-run's old run, or (never shown) a held-out attempt
         return AttemptOut(attempt=None)
-    checks = []
-    for c in _json_list(row["checks"]):
-        reason = str(c.get("reason") or "")
-        checks.append(
-            CheckView(
-                check_id=str(c.get("check_id")),
-                passed=c.get("passed"),
-                score=c.get("score"),
-                reason=reason,
-                error=c.get("error"),
-                quotes=QUOTE.findall(reason) if c.get("passed") is False else [],
-            )
+    checks = [
+        CheckView(
+            check_id=str(c.get("check_id")),
+            passed=c.get("passed"),
+            score=c.get("score"),
+            reason=str(c.get("reason") or ""),
+            error=c.get("error"),
+            quotes=quotes_of(c),
         )
+        for c in _json_list(row["checks"])
+    ]
     expected = None
     try:
         expected = svc.find_case(row["case_name"], row["dataset_id"])[1].expected_output
@@ -111,6 +115,11 @@ def attempt_of_run(svc: ProjectService, run_id: str) -> AttemptOut:
     )
 
 
+def quotes_of(check: dict[str, Any]) -> list[str]:
+    """The passages of the output a failed check's reason quotes (none for a check that passed)."""
+    return QUOTE.findall(str(check.get("reason") or "")) if check.get("passed") is False else []
+
+
 def _json_list(raw: str | None) -> list[dict[str, Any]]:
     if not raw:
         return []
@@ -119,6 +128,23 @@ def _json_list(raw: str | None) -> list[dict[str, Any]]:
 
 
 # ---- the case grid (dev only) ----
+
+SNIPPET = 240  # characters of an output a cell shows
+
+
+class OutputSample(BaseModel):
+    """A short window of one attempt's output (a failing attempt's first), with the passages its failed checks quote:
+    Studio highlights them as the attempt view does."""
+
+    run_id: str
+    repeat: int
+    outcome: str | None
+    error_code: str | None
+    field: str | None  # the output's field the text is from (None: the output is one text, or shown as JSON)
+    text: str  # whitespace folded to single spaces; empty when the run gave no output (a model failure)
+    cut_before: bool
+    cut_after: bool
+    quotes: list[str]  # whitespace folded as in `text`
 
 
 class GridCell(BaseModel):
@@ -129,6 +155,7 @@ class GridCell(BaseModel):
     fails: int  # failed checks and model failures
     failed_checks: list[str]
     run_ids: list[str]  # the failing attempts' runs first, at most 6
+    sample: OutputSample | None = None  # one attempt's output, a failing one first (None before any ran)
 
 
 class GridRow(BaseModel):
@@ -148,10 +175,20 @@ class CaseGrid(BaseModel):
     pages: int
 
 
+def _pick(r: Any) -> dict[str, Any]:
+    return {
+        "run_id": r["run_id"],
+        "repeat": r["rep"],
+        "outcome": r["outcome"],
+        "error_code": r["error_code"],
+        "quotes": [q for c in _json_list(r["checks"]) for q in quotes_of(c)],
+    }
+
+
 def _dev_cells(svc: ProjectService, series_id: str) -> dict[str, dict[str, dict[str, Any]]]:
-    """case -> variant -> tally of its working attempts."""
+    """case -> variant -> tally of its working attempts (and the attempt whose output the cell shows: `pick`)."""
     rows = svc.db.query(
-        "SELECT case_name, variant_id, status, outcome, value, checks, run_id FROM attempts"
+        "SELECT case_name, variant_id, rep, status, outcome, value, checks, run_id, error_code FROM attempts"
         " WHERE series_id=? AND side='dev' ORDER BY idx",
         (series_id,),
     )
@@ -159,7 +196,17 @@ def _dev_cells(svc: ProjectService, series_id: str) -> dict[str, dict[str, dict[
     for r in rows:
         cell = out.setdefault(r["case_name"], {}).setdefault(
             r["variant_id"],
-            {"attempts": 0, "done": 0, "counted": 0, "passes": 0.0, "fails": 0, "failed": set(), "bad": [], "ok": []},
+            {
+                "attempts": 0,
+                "done": 0,
+                "counted": 0,
+                "passes": 0.0,
+                "fails": 0,
+                "failed": set(),
+                "bad": [],
+                "ok": [],
+                "pick": None,
+            },
         )
         cell["attempts"] += 1
         if r["status"] == "done":
@@ -171,14 +218,82 @@ def _dev_cells(svc: ProjectService, series_id: str) -> dict[str, dict[str, dict[
             cell["fails"] += 1
             cell["failed"].update(c.get("check_id") for c in _json_list(r["checks"]) if c.get("passed") is False)
         if r["run_id"]:
-            (cell["bad"] if r["outcome"] not in (None, "pass") else cell["ok"]).append(r["run_id"])
+            bad = r["outcome"] not in (None, "pass")
+            (cell["bad"] if bad else cell["ok"]).append(r["run_id"])
+            pick = cell["pick"]
+            if r["status"] == "done" and (pick is None or (bad and pick["outcome"] in (None, "pass"))):
+                cell["pick"] = _pick(r)  # the first failing attempt, else the first that ended
+    return out
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split())
+
+
+def output_snippet(
+    output: Any, quotes: list[str], width: int = SNIPPET
+) -> tuple[str | None, str, bool, bool, list[str]]:
+    """(field, text, cut before, cut after, quotes in it): a window of `output` about `width` characters long around
+    the first passage a failed check quotes, else its start; from the text field that holds a quote, else the
+    longest text field, else the output as JSON."""
+    folded = [q for q in dict.fromkeys(_fold(q) for q in quotes) if len(q) >= 3]
+    if output is None:
+        return None, "", False, False, []
+    if isinstance(output, str):
+        texts: list[tuple[str | None, str]] = [(None, output)]
+    elif isinstance(output, dict):
+        texts = [(str(k), v) for k, v in output.items() if isinstance(v, str) and v.strip()]
+    else:
+        texts = []
+    if not texts:
+        texts = [(None, json.dumps(output, ensure_ascii=False))]
+    texts = [(k, _fold(t)) for k, t in texts]
+    quoted = [(k, t) for k, t in texts if any(q in t for q in folded)]
+    field, text = quoted[0] if quoted else max(texts, key=lambda kt: len(kt[1]))
+    at = min((text.find(q) for q in folded if q in text), default=-1)
+    if at < 0:
+        start, end = 0, width
+    else:
+        first = next(q for q in folded if text.find(q) == at)
+        start = max(0, at - width // 4)
+        end = max(start + width, at + len(first))
+        if start and end > len(text):  # near the end: show a whole window
+            start = max(0, len(text) - max(width, end - start))
+    end = min(end, len(text))
+    window = text[start:end]
+    return field, window, start > 0, end < len(text), [q for q in folded if q in window]
+
+
+def _samples(svc: ProjectService, picks: list[dict[str, Any]]) -> dict[str, OutputSample]:
+    """run id -> the sample of its output, for the picked attempts (read in one query per 500 runs)."""
+    outputs: dict[str, Any] = {}
+    ids = list(dict.fromkeys(p["run_id"] for p in picks))
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        for r in svc.db.query(f"SELECT id, output FROM runs WHERE id IN ({marks})", tuple(chunk)):
+            outputs[r["id"]] = json.loads(r["output"]) if r["output"] else None
+    out = {}
+    for p in picks:
+        field, text, before, after, quotes = output_snippet(outputs.get(p["run_id"]), p["quotes"])
+        out[p["run_id"]] = OutputSample(
+            run_id=p["run_id"],
+            repeat=p["repeat"],
+            outcome=p["outcome"],
+            error_code=p["error_code"],
+            field=field,
+            text=text,
+            cut_before=before,
+            cut_after=after,
+            quotes=quotes,
+        )
     return out
 
 
 def case_grid(
     svc: ProjectService, series_id: str, *, failures_only: bool = False, page: int = 1, per_page: int = 100
 ) -> CaseGrid:
-    """Working cases × variants, each cell's tally, failing cases first."""
+    """Working cases × variants, each cell's tally and a snippet of one attempt's output, failing cases first."""
     s = svc.series.store.get(series_id)
     cells = _dev_cells(svc, series_id)
     dev = [c for c in s.plan.cases if s.plan.sides.get(c) == "dev"]
@@ -204,10 +319,18 @@ def case_grid(
     rows.sort(key=lambda r: not r.failing)  # stable: failing first, then the plan's order
     per_page = min(per_page, MAX_GRID_CASES)
     pages = max(1, -(-len(rows) // per_page))
+    shown = rows[(page - 1) * per_page : page * per_page]
+    picks = {
+        (r.case, v): cells[r.case][v]["pick"] for r in shown for v in r.cells if cells[r.case][v]["pick"] is not None
+    }
+    samples = _samples(svc, list(picks.values()))
+    for (case, v), pick in picks.items():
+        row = next(r for r in shown if r.case == case)
+        row.cells[v].sample = samples[pick["run_id"]]
     return CaseGrid(
         series_id=series_id,
         variants=list(s.plan.variants),
-        rows=rows[(page - 1) * per_page : page * per_page],
+        rows=shown,
         total=len(rows),
         failing=failing,
         held_out_cases=len(s.plan.cases) - len(dev),
@@ -218,7 +341,8 @@ def case_grid(
 
 # ---- two series of one experiment, case by case (dev only) ----
 
-Change = Literal["better", "worse", "same", "only_in_a", "only_in_b"]
+Change = Literal["better", "worse", "within_chance", "same", "only_in_a", "only_in_b"]
+MAX_DIFF_ROWS = 500
 
 
 class DiffRow(BaseModel):
@@ -228,7 +352,23 @@ class DiffRow(BaseModel):
     b_rate: float | None
     a_counted: int
     b_counted: int
-    change: Change
+    a_passes: float
+    b_passes: float
+    p_value: float | None  # Fisher's exact test of the two cells' counts (two-sided); None: one cell is empty
+    change: Change  # better or worse only beyond chance (p < 0.05); a smaller move is within_chance
+    a_sample: OutputSample | None = None
+    b_sample: OutputSample | None = None
+
+
+class InputsChange(BaseModel):
+    """Whether the project's files a series runs on changed between two series (their manifests at their start)."""
+
+    same: bool  # the same files, the same cases, and neither series saw a file change while it ran
+    changed: list[str]
+    added: list[str]
+    removed: list[str]
+    cases_differ: bool  # the series ran on different working cases (or their content changed)
+    changed_during: list[str]  # the series whose attempts ran on more than one version of the files
 
 
 class SeriesDiff(BaseModel):
@@ -236,11 +376,48 @@ class SeriesDiff(BaseModel):
     b: str
     experiment_id: str | None
     counts: dict[str, int]
-    rows: list[DiffRow]  # better and worse first
+    rows: list[DiffRow]  # worse, better, within chance, in one series only, same; a page of them
+    total: int
+    page: int
+    pages: int
+    level: float  # a change is beyond chance below this p-value (two-sided)
+    repeats: list[int]  # the repeats per cell of a and of b
+    least_p: float | None  # the smallest p-value a change of one cell can reach at those repeats
+    inputs: InputsChange
 
 
-def series_diff(svc: ProjectService, a: str, b: str) -> SeriesDiff:
-    """Per working case and variant: the pass rate in series `a` and in series `b`, and which way it moved."""
+def inputs_change(svc: ProjectService, a: SeriesRow, b: SeriesRow) -> InputsChange:
+    """Compare the manifests the two series started on, and each series' attempts' hashes with its own."""
+    fa, fb = without_cases(a.inputs), without_cases(b.inputs)
+    changed = sorted(f for f in fa if f in fb and fa[f] != fb[f])
+    removed = sorted(f for f in fa if f not in fb)
+    added = sorted(f for f in fb if f not in fa)
+    cases_differ = {k: v for k, v in a.inputs.items() if k not in fa} != {
+        k: v for k, v in b.inputs.items() if k not in fb
+    }
+    during = []
+    for s in (a, b):
+        row = svc.db.query_one(
+            "SELECT COUNT(DISTINCT inputs_hash) AS n, SUM(inputs_hash != ?) AS other FROM attempts"
+            " WHERE series_id=? AND inputs_hash IS NOT NULL",
+            (s.inputs_hash, s.id),
+        )
+        if row is not None and ((row["n"] or 0) > 1 or (row["other"] or 0) > 0):
+            during.append(s.id)
+    same = not (changed or added or removed or cases_differ or during)
+    return InputsChange(
+        same=same,
+        changed=changed,
+        added=added,
+        removed=removed,
+        cases_differ=cases_differ,
+        changed_during=during,
+    )
+
+
+def series_diff(svc: ProjectService, a: str, b: str, *, page: int = 1, per_page: int = 100) -> SeriesDiff:
+    """Per working case and variant: the pass rate in series `a` and in series `b`, whether the move is beyond
+    chance at their repeats (Fisher's exact test), a snippet of one output of each, and whether the files changed."""
     sa, sb = svc.series.store.get(a), svc.series.store.get(b)
     if sa.experiment_id is None or sa.experiment_id != sb.experiment_id:
         raise AqvenError(
@@ -251,12 +428,15 @@ def series_diff(svc: ProjectService, a: str, b: str) -> SeriesDiff:
         )
     ca, cb = _dev_cells(svc, a), _dev_cells(svc, b)
     rows = []
+    picks: dict[tuple[str, str], tuple[dict[str, Any] | None, dict[str, Any] | None]] = {}
+    least: float | None = None
     for case in sorted(set(ca) | set(cb)):
         for v in sorted(set(ca.get(case, {})) | set(cb.get(case, {}))):
             x, y = ca.get(case, {}).get(v), cb.get(case, {}).get(v)
             ra = x["passes"] / x["counted"] if x and x["counted"] else None
             rb = y["passes"] / y["counted"] if y and y["counted"] else None
             change: Change
+            p: float | None = None
             if ra is None and rb is None:
                 continue
             if ra is None:
@@ -264,7 +444,17 @@ def series_diff(svc: ProjectService, a: str, b: str) -> SeriesDiff:
             elif rb is None:
                 change = "only_in_a"
             else:
-                change = "better" if rb > ra + 1e-9 else "worse" if rb < ra - 1e-9 else "same"
+                assert x is not None and y is not None
+                p = change_p(round(x["passes"]), x["counted"], round(y["passes"]), y["counted"])
+                floor = least_p(x["counted"], y["counted"])
+                least = floor if least is None else min(least, floor)
+                if abs(rb - ra) <= 1e-9:
+                    change = "same"
+                elif p >= LEVEL:
+                    change = "within_chance"
+                else:
+                    change = "better" if rb > ra else "worse"
+            picks[(case, v)] = (x["pick"] if x else None, y["pick"] if y else None)
             rows.append(
                 DiffRow(
                     case=case,
@@ -273,13 +463,38 @@ def series_diff(svc: ProjectService, a: str, b: str) -> SeriesDiff:
                     b_rate=None if rb is None else round(rb, 6),
                     a_counted=x["counted"] if x else 0,
                     b_counted=y["counted"] if y else 0,
+                    a_passes=round(x["passes"], 6) if x else 0.0,
+                    b_passes=round(y["passes"], 6) if y else 0.0,
+                    p_value=None if p is None else round(p, 6),
                     change=change,
                 )
             )
-    order = {"worse": 0, "better": 1, "only_in_a": 2, "only_in_b": 3, "same": 4}
-    rows.sort(key=lambda r: order[r.change])
+    order = {"worse": 0, "better": 1, "within_chance": 2, "only_in_a": 3, "only_in_b": 4, "same": 5}
+    rows.sort(key=lambda r: (order[r.change], r.p_value if r.p_value is not None else 1.0))
     counts = {k: sum(r.change == k for r in rows) for k in order}
-    return SeriesDiff(a=a, b=b, experiment_id=sa.experiment_id, counts=counts, rows=rows)
+    per_page = min(per_page, MAX_DIFF_ROWS)
+    pages = max(1, -(-len(rows) // per_page))
+    shown = rows[(page - 1) * per_page : page * per_page]
+    wanted = [pk for r in shown for pk in picks[(r.case, r.variant)] if pk is not None]
+    samples = _samples(svc, wanted)
+    for r in shown:
+        pa, pb = picks[(r.case, r.variant)]
+        r.a_sample = samples[pa["run_id"]] if pa else None
+        r.b_sample = samples[pb["run_id"]] if pb else None
+    return SeriesDiff(
+        a=a,
+        b=b,
+        experiment_id=sa.experiment_id,
+        counts=counts,
+        rows=shown,
+        total=len(rows),
+        page=page,
+        pages=pages,
+        level=LEVEL,
+        repeats=[sa.plan.repeats, sb.plan.repeats],
+        least_p=None if least is None else round(least, 6),
+        inputs=inputs_change(svc, sa, sb),
+    )
 
 
 # ---- latency and cost per attempt ----
@@ -343,111 +558,6 @@ def distributions(svc: ProjectService, series_id: str) -> Distributions:
     )
 
 
-# ---- what finishing a series costs ----
-
-PAUSE_AT = Decimal("0.9")  # the runner pauses once spent + reserves would reach 90% of the cap (series/runner.py)
-
-
-class FinishEstimate(BaseModel):
-    """What the attempts left would cost at the cost per attempt so far, and a cap that lets the series finish."""
-
-    done: int
-    left: int
-    per_attempt_usd: str | None  # money as strings, like everywhere
-    more_usd: str | None
-    total_usd: str | None
-    cap_to_finish_usd: str | None  # covers the total plus the reserves the runner holds for attempts side by side
-    double_usd: str | None = (
-        None  # what Approve sets by default: double the cap (the cap asked for, above the project's)
-    )
-    double_pauses_after: int | None = None  # about how many more attempts the default runs before it pauses again
-    decides: str | None = None  # what finishing can decide, in one sentence (None when nothing is known to say)
-
-
-def _cents_up(x: Decimal) -> Decimal:
-    """Round a dollar amount up to two significant digits below $1 and to cents above: a cap a person types."""
-    if x >= 1:
-        return x.quantize(Decimal("0.01"), rounding="ROUND_CEILING")
-    exp = x.adjusted() - 1  # two significant digits
-    return x.scaleb(-exp).to_integral_value(rounding="ROUND_CEILING").scaleb(exp)
-
-
-def finish_estimate(svc: ProjectService, series_id: str) -> FinishEstimate:
-    s = svc.series.store.get(series_id)
-    row = svc.db.query_one(
-        "SELECT COUNT(*) AS n, SUM(status='done') AS d FROM attempts WHERE series_id=?",
-        (series_id,),
-    )
-    total, done = (row["n"] or 0, row["d"] or 0) if row else (0, 0)
-    working = " AND side='dev'" if reads_held_out(s) else ""  # a look prices from its working attempts only
-    costs = [
-        Decimal(r["cost_usd"])
-        for r in svc.db.query(
-            f"SELECT cost_usd FROM attempts WHERE series_id=? AND status='done' AND cost_usd IS NOT NULL{working}",
-            (series_id,),
-        )
-    ]
-    left = total - done
-    spent = sum(costs, Decimal(0))
-    double = Decimal(s.cap_usd) if (s.pause or {}).get("reason") == "cap_above_project" else Decimal(s.cap_usd) * 2
-    priced = len(costs)
-    if sealed_now(s):
-        # A held-out series that still runs: the cost per attempt as of its last coarse step, never the exact
-        # spend (which would price each attempt as it ends and tell an output retry, a failure, apart).
-        view = s.sealed_view or {}
-        done = priced = int(view.get("done", 0))
-        left = total - done
-        spent = Decimal(str((view.get("spend") or {}).get("usd", "0")))
-        costs = [spent] if priced else []
-    if not costs or spent <= 0:
-        return FinishEstimate(
-            done=done,
-            left=left,
-            per_attempt_usd=None,
-            more_usd=None,
-            total_usd=None,
-            cap_to_finish_usd=None,
-            double_usd=str(double),
-        )
-    per = spent / priced
-    more = per * left
-    # The runner holds the dearest attempt's cost for each attempt side by side; a held-out series that still
-    # runs shows no single attempt's cost, so it plans with twice the mean instead. The cap it offers ("enough
-    # to finish") prices every attempt left at that reserve, not at the mean: the attempts left may be the dear
-    # ones, and a cap offered as enough must not pause the series again unless an attempt costs more than any so far.
-    reserve = per * 2 if sealed_now(s) else max(costs)
-    side_by_side = max(1, min(svc.project().config.concurrency, left))
-    cap = (spent + reserve * left + reserve * side_by_side) / PAUSE_AT
-    # Under the doubled cap the attempts cost about the mean each, while the runner still holds a reserve for
-    # each one side by side: it pauses again once those reach 90% of it.
-    fits = int(max(Decimal(0), (double * PAUSE_AT - spent - reserve * side_by_side) / per))
-    return FinishEstimate(
-        done=done,
-        left=left,
-        per_attempt_usd=str(per.quantize(Decimal("0.0000001"))),
-        more_usd=str(more.quantize(Decimal("0.0000001"))),
-        total_usd=str((spent + more).quantize(Decimal("0.0000001"))),
-        cap_to_finish_usd=str(_cents_up(cap)) if left else None,
-        double_usd=str(double),
-        double_pauses_after=fits if left and fits < left else None,
-    )
-
-
-def what_finishing_decides(snap: dict[str, Any]) -> str | None:
-    """One sentence on what finishing a paused series can decide, from its (provisional) verdict: None when the
-    verdict has nothing to say about its size."""
-    verdict = snap.get("verdict") or {}
-    needed = verdict.get("cases_to_decide")
-    cases = int((snap.get("plan") or {}).get("cases") or 0)
-    side = "held-out" if snap.get("on") == "holdout" else "working"
-    if isinstance(needed, int) and cases and needed > cases:
-        return (
-            f"finishing cannot settle the margin with {cases} {side} case{'' if cases == 1 else 's'}: "
-            f"about {needed} are needed"
-        )
-    return None
-
-
 # ---- routes (included by routes_studio) ----
 
 router = APIRouter(tags=["studio"])
@@ -472,9 +582,16 @@ def get_grid(
 
 
 @router.get("/api/studio/series/{series_id}/diff/{other_id}")
-def get_diff(series_id: str, other_id: str, svc: ProjectService = Depends(service_of)) -> SeriesDiff:
-    """Two series of one experiment, working case by case: better, worse, same."""
-    return series_diff(svc, series_id, other_id)
+def get_diff(
+    series_id: str,
+    other_id: str,
+    page: int = Query(1, ge=1, le=1_000_000),
+    per_page: int = Query(100, ge=1, le=MAX_DIFF_ROWS),
+    svc: ProjectService = Depends(service_of),
+) -> SeriesDiff:
+    """Two series of one experiment, working case by case: better or worse beyond chance, within chance, same;
+    both outputs; whether the files changed."""
+    return series_diff(svc, series_id, other_id, page=page, per_page=per_page)
 
 
 @router.get("/api/studio/series/{series_id}/distributions")
@@ -487,7 +604,4 @@ def get_distributions(series_id: str, svc: ProjectService = Depends(service_of))
 async def get_finish(series_id: str, svc: ProjectService = Depends(service_of)) -> FinishEstimate:
     """What finishing would cost at the cost per attempt so far, a cap that lets it finish, what the default
     (double) cap buys, and what finishing can decide."""
-    snap = await svc.series.get(series_id)
-    est = await asyncio.to_thread(finish_estimate, svc, series_id)
-    est.decides = what_finishing_decides(snap)
-    return est
+    return await finish(svc, series_id)

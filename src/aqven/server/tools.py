@@ -28,7 +28,8 @@ from aqven.errors import AqvenError
 from aqven.research.experiments.schema import MAX_REPEATS
 from aqven.research.holdout import check_run, series_error_view
 from aqven.research.series.start import SeriesStartBody
-from aqven.server.operations import project, research, runs, series
+from aqven.server.operations import finish, project, research, runs, series
+from aqven.server.operations.finish import FinishEstimate
 from aqven.server.operations.models import (
     AgentsOut,
     CheckOut,
@@ -267,6 +268,20 @@ async def series_get(
     it again until the status settles."""
     wait = min(max(wait_seconds, 0.0), MAX_WAIT_S)
     return agent_view(await series.get(svc, series_id, wait_seconds=wait, include_cases=include_cases))
+
+
+@TOOLS.tool("What finishing a series costs")
+async def series_finish_cost(
+    svc: ProjectService,
+    series_id: Annotated[str, Field(description="from series_start or series_list")],
+) -> FinishEstimate:
+    """What the attempts left of a series would cost at the cost per attempt so far: done, left, per_attempt_usd,
+    more_usd, total_usd (null before any attempt had a cost), cap_to_finish_usd (a cap that lets it finish without
+    another pause), double_usd and double_pauses_after (what approving double the cap buys: about how many more
+    attempts before it pauses again), and decides (what finishing can decide). Money is in dollars as strings.
+    Only a person approves a cap: tell them these amounts. A held-out series still running is priced as of its
+    last coarse step."""
+    return await finish.finish(svc, series_id)
 
 
 @TOOLS.tool("Cancel a series", effect="destroys")

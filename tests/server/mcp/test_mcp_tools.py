@@ -361,3 +361,17 @@ def test_the_showcase_ships_agent_guidance(tmp_path: Path) -> None:
         tools = {n for n in named if n.split("_")[0] in ("series", "run", "list", "get", "read", "aqven")}
         fields = {"run_id", "series_id", "run_end", "run_resume"}  # arguments and event kinds, not tools
         assert tools - fields <= set(tool_names()), (doc, tools - fields - set(tool_names()))
+
+
+async def test_series_finish_cost_prices_what_is_left(tmp_path: Path) -> None:
+    """The chat's answer to "what does finishing cost": the server's finish estimate, as a tool of every agent."""
+    root = write_tiny(tmp_path / "tiny", tiny_cases(6, bad=0, delay=0.0))
+    async with agent_on(root) as (agent, _svc):
+        started = await agent.call("series_start", {"experiment_id": "reply_ok", "repeats": 1, "simulate": True})
+        sid = started["series"]["series_id"]
+        final = await settle(agent, sid)
+        est = await agent.call("series_finish_cost", {"series_id": sid})
+        assert est["left"] == 0 and est["done"] == final["progress"]["attempts"]
+        assert (await agent.error("series_finish_cost", {"series_id": "ser_0123456789ab"}))[
+            "code"
+        ] == "SERIES_NOT_FOUND"

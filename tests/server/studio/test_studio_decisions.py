@@ -216,12 +216,13 @@ def test_compare_case_by_case_and_diff_two_series(page: Any, server: tuple[Path,
     first = failing.first.locator("td.cell-bad a.attempt-link").first
     href = first.get_attribute("href")
     assert href and href.startswith("#/runs/run_")
-    # The diff with the earlier series of the same experiment: better, worse, same per case and variant.
+    # The diff with the earlier series of the same experiment: worse and better beyond chance, within chance, same.
     page.select_option("#diff-with", before)
     page.wait_for_selector("#diff-counts")
-    want = _get(base, f"/api/studio/series/{before}/diff/{after}")["counts"]
-    assert page.inner_text("#diff-counts").startswith(f"{want['worse']} worse · {want['better']} better")
-    assert page.locator("#diff-table tbody tr").count() == want["worse"] + want["better"]
+    want = _get(base, f"/api/studio/series/{before}/diff/{after}")
+    c = want["counts"]
+    assert page.inner_text("#diff-counts").startswith(f"{c['worse']} worse · {c['better']} better beyond chance")
+    assert page.locator("#diff-table tbody tr").count() == min(50, want["total"])
     shot(page, "series-compare")
     first.click()
     page.wait_for_selector("#checks")
@@ -578,3 +579,92 @@ def test_the_launch_plan_has_a_price_and_explains_its_planning_rate(page: Any, s
     assert "an estimate from the cost per attempt of each variant in series" in page.inner_text("#price-estimate")
     planned = page.inner_text("#launch-plan")
     assert "passes + 0.5" in planned and "pulled a little toward 0.5" in planned
+
+
+# ---- outputs side by side: the grid and the diff of two series ----
+
+
+def test_the_diff_shows_both_outputs_marks_chance_and_names_changed_files(page: Any, server: tuple[Path, str]) -> None:
+    """Issue: two dev series of the same unchanged files read '13 worse · 7 better · 100 same' with red badges for
+    1.000 → 0.500, no word of chance, no outputs, 2,500 px down the page. Now: no worse within chance, both outputs
+    per case, "same files", a button from the decision; an edited prompt is named; the grid shows outputs."""
+    root, base = server
+    body = {"experiment_id": MISTRAL, "on": "dev", "cases": 20, "repeats": 2}
+    # Both started before either is done: a launch plan drawn from a done dev series of 2 repeats takes minutes
+    # (the power search), and the plan is not what this test is about.
+    a = start(base, {**body, "seed": 31})
+    b = start(base, {**body, "seed": 32})
+    assert settle(base, a)["status"] == settle(base, b)["status"] == "done"
+    want = _get(base, f"/api/studio/series/{a}/diff/{b}")
+    c = want["counts"]
+    assert c["worse"] == c["better"] == 0 and c["within_chance"] > 0, c  # 2 repeats: nothing beyond chance
+    open_page(page, base, f"series/{b}")
+    page.wait_for_selector("#verdict[data-provisional='false']")
+    page.click("#to-compare")  # from the decision at the top
+    page.wait_for_selector("#diff-counts")
+    top = page.eval_on_selector("#compare", "e => e.getBoundingClientRect().top")
+    assert -5 <= top < 800, top  # brought into view
+    assert page.input_value("#diff-with") == a  # the newest earlier series, compared by itself
+    order = page.evaluate(
+        "() => ['#matrix', '#compare', '#cases', '#grid']"
+        ".map(s => document.querySelector(s).getBoundingClientRect().top)"
+    )
+    assert order == sorted(order), order  # right after the per-variant table, before the cases
+    assert page.inner_text("#diff-files").startswith("Same files:")
+    counts = page.inner_text("#diff-counts")
+    assert counts.startswith("0 worse · 0 better beyond chance") and f"{c['within_chance']} within chance" in counts
+    assert "p = 0.33" in page.inner_text("#diff-chance")  # even 2/2 → 0/2 cannot be told from chance
+    assert page.locator("#diff-table tr[data-change='worse'], #diff-table .badge.bad").count() == 0
+    assert page.locator("#diff-table tr[data-change='within_chance']").count() == c["within_chance"]
+    rows = page.locator("#diff-table tbody tr")
+    assert rows.count() == want["total"] == 40
+    for i in range(rows.count()):  # both outputs, one attempt of each
+        row = rows.nth(i)
+        assert row.locator("td.before .snippet").count() == 1 and row.locator("td.after .snippet").count() == 1
+    texts = page.locator("#diff-table td.after .snippet-text").all_inner_texts()
+    assert len(texts) >= 30 and all(len(t) > 20 for t in texts)
+    shot(page, "series-diff-outputs")
+    # The grid: each cell shows an output, a failing attempt's with its quoted passage marked.
+    page.click("#grid summary")
+    page.wait_for_selector("#grid-table")
+    assert page.locator("#grid-table td[data-variant] .snippet").count() == 40
+    grid = _get(base, f"/api/studio/series/{b}/grid")
+    quoted = [c for r in grid["rows"] for c in r["cells"].values() if c["sample"]["quotes"]]
+    if quoted:
+        assert page.locator("#grid-table td.cell-bad .snippet mark").count() >= len(quoted)
+    shot(page, "series-grid-outputs")
+
+    # Edit the prompt of the revise step and run again: the diff names the file.
+    prompt = root / "flows" / "support_case" / "revise.md"
+    before = prompt.read_text()
+    try:
+        prompt.write_text(before + "\nNever promise a same-day refund.\n")
+        c3 = start(base, {**body, "seed": 33})
+        assert settle(base, c3)["status"] == "done"
+        open_page(page, base, f"series/{c3}")
+        page.wait_for_selector("#diff-files")
+        assert page.input_value("#diff-with") == b
+        files = page.inner_text("#diff-files")
+        assert files.startswith("The files changed between the two series") and "flows/support_case/revise.md" in files
+        shot(page, "series-diff-files-changed")
+    finally:
+        prompt.write_text(before)
+
+
+def test_the_chat_keeps_line_breaks_links_ids_and_rounds_money(page: Any, server: tuple[Path, str]) -> None:
+    """Issue: the chat's answer collapsed its lines into one paragraph, and series ids were not links."""
+    _root, base = server
+    sid = explored(base, 1)
+    open_page(page, base, "chat")
+    page.fill("#chat-input", f"status of {sid}")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".msg.assistant .md")
+    answer = page.locator(".msg.assistant").last
+    assert answer.locator("br").count() >= 2  # "series …", "Verdict: …", the responder's line: each its own line
+    link = answer.locator(f"a[href='#/series/{sid}']")
+    assert link.count() >= 1 and link.first.inner_text() == sid
+    text = answer.inner_text()
+    assert re.search(r"spent \$\d+\.\d{2,5} of \$\d+\.\d{2}", text), text
+    shot(page, "chat-lines-and-links")
+    link.first.click()
+    page.wait_for_selector("#verdict")

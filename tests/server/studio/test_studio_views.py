@@ -15,7 +15,8 @@ from fastapi.testclient import TestClient
 
 from aqven.project.init import init_project
 from aqven.server.app import create_app
-from aqven.server.studio_views import _cents_up, percentile
+from aqven.server.operations.finish import _cents_up
+from aqven.server.studio_views import percentile
 from support.commands import api_client
 from support.person import person_headers
 
@@ -90,10 +91,14 @@ def test_grid_diff_and_distributions_of_working_cases(client: TestClient) -> Non
     paged = client.get(f"/api/studio/series/{b}/grid", params={"per_page": 7, "page": 5}).json()
     assert paged["pages"] == 5 and len(paged["rows"]) == 2
     diff = client.get(f"/api/studio/series/{a}/diff/{b}").json()
-    assert sum(diff["counts"].values()) == len(diff["rows"]) == 60  # both ran the same 30 cases × 2 variants
+    assert sum(diff["counts"].values()) == len(diff["rows"]) == diff["total"] == 60  # the same 30 cases × 2
+    assert diff["repeats"] == [1, 1] and diff["least_p"] == 1.0  # one attempt a cell: no move beyond chance
     for row in diff["rows"]:
-        moved = (row["b_rate"] > row["a_rate"]) - (row["b_rate"] < row["a_rate"])
-        assert row["change"] == {1: "better", -1: "worse", 0: "same"}[moved]
+        moved = row["b_rate"] != row["a_rate"]
+        assert row["change"] == ("within_chance" if moved else "same")
+        assert row["a_sample"]["text"] and row["b_sample"]["text"]  # both outputs, one attempt each
+    assert diff["counts"]["worse"] == diff["counts"]["better"] == 0 and diff["counts"]["within_chance"] > 0
+    assert diff["inputs"]["same"] is True and diff["inputs"]["changed"] == []
     other = run(client, {"experiment_id": "reply_overpromise_risk", "on": "dev", "cases": 2, "repeats": 1})
     refused = client.get(f"/api/studio/series/{a}/diff/{other['series_id']}")
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "SERIES_NOT_COMPARABLE"
@@ -112,7 +117,15 @@ def test_held_out_cases_stay_hidden_in_every_read(client: TestClient) -> None:
     assert len(hidden) == 4
     grid = client.get(f"/api/studio/series/{sid}/grid").json()
     assert grid["rows"] == [] and grid["held_out_cases"] == 4
-    for path in (f"/api/studio/series/{sid}/grid", f"/api/studio/series/{sid}/distributions"):
+    again = run(client, {"experiment_id": "reply_overpromise_risk", "on": "holdout", "cases": 4, "repeats": 1})
+    diff = client.get(f"/api/studio/series/{sid}/diff/{again['series_id']}").json()
+    assert diff["rows"] == [] and diff["total"] == 0  # no held-out case, output or pass rate one by one
+    hidden |= held_out_names(client, again["series_id"])
+    for path in (
+        f"/api/studio/series/{sid}/grid",
+        f"/api/studio/series/{sid}/distributions",
+        f"/api/studio/series/{sid}/diff/{again['series_id']}",
+    ):
         body = client.get(path).text
         assert not any(name in body for name in hidden), path
     run_id = client.app.state.service.db.query_one(  # type: ignore[attr-defined]
@@ -149,3 +162,61 @@ def test_percentiles_and_caps_a_person_types() -> None:
     assert _cents_up(Decimal("1.231")) == Decimal("1.24")
     assert _cents_up(Decimal("0.004312")) == Decimal("0.0044")
     assert _cents_up(Decimal("0.05")) == Decimal("0.050")
+
+
+def test_grid_cells_show_an_output_and_its_failing_passage(client: TestClient) -> None:
+    sid = run(client, {"experiment_id": MISTRAL, "on": "dev", "cases": 30, "repeats": 2, "seed": 4})["series_id"]
+    grid = client.get(f"/api/studio/series/{sid}/grid", params={"failures_only": True}).json()
+    bad = [c for r in grid["rows"] for c in r["cells"].values() if c["fails"]]
+    assert bad
+    for cell in bad:  # a failing attempt's output first, with the passage its check quotes inside the snippet
+        sample = cell["sample"]
+        assert sample["outcome"] in ("fail", "model_failure") and sample["run_id"] == cell["run_ids"][0]
+        if sample["outcome"] == "fail":
+            assert sample["quotes"] and all(q in sample["text"] for q in sample["quotes"])
+            assert len(sample["text"]) <= 240 + max(len(q) for q in sample["quotes"])
+            att = client.get(f"/api/studio/runs/{sample['run_id']}/attempt").json()["attempt"]
+            quoted = [" ".join(q.split()) for c in att["checks"] for q in c["quotes"]]
+            assert set(sample["quotes"]) <= set(quoted)  # the attempt view's quotes, the same passages
+    whole = client.get(f"/api/studio/series/{sid}/grid").json()
+    good = [c for r in whole["rows"] for c in r["cells"].values() if not c["fails"]]
+    assert good and all(c["sample"]["outcome"] == "pass" and c["sample"]["text"] for c in good)
+    assert all(not c["sample"]["quotes"] for c in good)
+
+
+def test_a_diff_marks_chance_and_names_the_files_that_changed(client: TestClient) -> None:
+    body = {"experiment_id": MISTRAL, "on": "dev", "cases": 30, "repeats": 2}
+    a = run(client, {**body, "seed": 21})["series_id"]
+    b = run(client, {**body, "seed": 22})["series_id"]
+    diff = client.get(f"/api/studio/series/{a}/diff/{b}").json()
+    assert diff["repeats"] == [2, 2] and abs(diff["least_p"] - 1 / 3) < 1e-6  # 2/2 → 0/2 is p = 1/3
+    moved = [r for r in diff["rows"] if r["a_rate"] != r["b_rate"]]
+    assert moved and all(r["change"] == "within_chance" and r["p_value"] >= 0.05 for r in moved)
+    assert diff["counts"]["worse"] == diff["counts"]["better"] == 0
+    assert diff["counts"]["within_chance"] == len(moved)
+    assert diff["inputs"] == {
+        "same": True,
+        "changed": [],
+        "added": [],
+        "removed": [],
+        "cases_differ": False,
+        "changed_during": [],
+    }
+    paged = client.get(f"/api/studio/series/{a}/diff/{b}", params={"per_page": 25, "page": 3}).json()
+    assert paged["pages"] == 3 and len(paged["rows"]) == 10 and paged["counts"] == diff["counts"]
+    # Edit the prompt of the revise step: a third series ran on other files, and the diff names the file.
+    root = client.app.state.service.root  # type: ignore[attr-defined]
+    prompt = root / "flows" / "support_case" / "revise.md"
+    prompt.write_text(prompt.read_text() + "\nKeep it short.\n")
+    c = run(client, {**body, "seed": 23})["series_id"]
+    changed = client.get(f"/api/studio/series/{b}/diff/{c}").json()["inputs"]
+    assert changed["same"] is False and changed["changed"] == ["flows/support_case/revise.md"]
+
+
+def test_beyond_chance_is_fishers_exact_test() -> None:
+    from aqven.research.stats.two_counts import beyond_chance, change_p, least_p
+
+    assert change_p(2, 2, 1, 2) == 1.0 and not beyond_chance(2, 2, 0, 2)
+    assert least_p(2, 2) == pytest.approx(1 / 3) and least_p(1, 1) == 1.0
+    assert beyond_chance(6, 6, 0, 6) and not beyond_chance(6, 6, 3, 6)
+    assert change_p(6, 6, 1, 6) == pytest.approx(0.0151515, abs=1e-6)

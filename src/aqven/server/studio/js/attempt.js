@@ -47,7 +47,7 @@ export function checksSection(att) {
 }
 
 /** Wrap every occurrence of the quoted passages in <mark> inside the text nodes of `root`. */
-function highlight(root, quotes) {
+export function highlight(root, quotes) {
   const wanted = (quotes || []).filter(q => q && q.trim().length >= 3);
   if (!wanted.length) return root;
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);

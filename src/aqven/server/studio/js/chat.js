@@ -15,7 +15,7 @@ export async function pageChat() {
   const drawLog = () => {
     replace(log, chatLog.length ? chatLog.map(m => m.role === 'error' ? h('div', { class: 'msg error note bad', role: 'alert' },
       h('b', {}, 'The chat failed: '), m.content, m.hint ? h('div', { class: 'muted' }, 'hint: ' + m.hint) : null) : h('div', { class: 'msg ' + m.role },
-      m.role === 'assistant' ? markdown(m.content) : m.content, m.tools && m.tools.length ? h('div', { class: 'tools' }, 'tools used: ' + m.tools.map(t => `${t.name}(${Object.entries(t.args || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(', ')})`).join(' · ')) : null,
+      m.role === 'assistant' ? markdown(m.content, { breaks: true, ids: true }) : m.content, m.tools && m.tools.length ? h('div', { class: 'tools' }, 'tools used: ' + m.tools.map(t => `${t.name}(${Object.entries(t.args || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(', ')})`).join(' · ')) : null,
       m.responder ? h('div', { class: 'tools' }, m.responder) : null)) : h('p', { class: 'muted' }, 'No messages yet.'));
     log.scrollTop = log.scrollHeight;
   };

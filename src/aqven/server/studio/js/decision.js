@@ -40,6 +40,18 @@ function comparisonTable(v, q) {
       h('td', {}, badge(d.decision))))));
 }
 
+/** From the decision to the cases: a button that brings the diff with an earlier series into view (dev only). */
+function toCompare(sn) {
+  if (sn.kind === 'look' || sn.on === 'holdout' || !sn.experiment_id) return null;
+  const jump = () => {
+    const target = document.getElementById('compare');
+    if (!target) return;
+    target.scrollIntoView({ block: 'start' });
+    (document.getElementById('diff-with') || target).focus({ preventScroll: true });
+  };
+  return h('p', { class: 'to-compare' }, h('button', { type: 'button', id: 'to-compare', onclick: jump }, 'Compare with an earlier series, case by case ↓'));
+}
+
 export function decisionHeader(sn) {
   const v = sn.verdict, q = (sn.plan && sn.plan.question) || {};
   const out = [];
@@ -55,7 +67,8 @@ export function decisionHeader(sn) {
         h('span', { id: 'verdict-claim' }, held
           ? `The verdict comes when the series ends. Held-out numbers move only every ${coarse ? coarse.step : 'few'} attempts${coarse && coarse.as_of_done ? ` (shown as of ${coarse.as_of_done} done)` : ''}, so no attempt's result shows while it runs.`
           : sn.progress.done ? `${sn.progress.done} of ${sn.progress.attempts} attempts done: the interval can still move.` : 'No attempt has finished yet.')),
-      so_far ? h('p', { class: 'muted', id: 'verdict-so-far' }, h('b', {}, 'So far: '), so_far) : null));
+      so_far ? h('p', { class: 'muted', id: 'verdict-so-far' }, h('b', {}, 'So far: '), so_far) : null,
+      toCompare(sn)));
     return out;
   }
   if (!v) return out;
@@ -69,6 +82,7 @@ export function decisionHeader(sn) {
     h('div', { class: 'claim' }, badge(stopped ? 'stopped' : v.verdict, stopped ? 'stopped' : v.verdict), ' ', h('span', { id: 'verdict-claim' }, claim)),
     h('p', { id: 'verdict-text' }, v.text),
     comparisonTable(v, q),
-    v.verdict === 'signal' ? h('p', { class: 'muted' }, 'A signal is worth acting on while exploring, but it is not evidence: confirm it once on held-out cases.') : null));
+    v.verdict === 'signal' ? h('p', { class: 'muted' }, 'A signal is worth acting on while exploring, but it is not evidence: confirm it once on held-out cases.') : null,
+    toCompare(sn)));
   return out;
 }
