@@ -97,3 +97,15 @@ def test_the_audits_half_is_planned_at_the_width_it_reports() -> None:
     _, low, high = one_rate_batch(y, reps)
     assert np.median(high - low) / 2 == pytest.approx(planned.half_width, rel=0.03)
     assert _decided(low, high, 0.87, True) == pytest.approx(planned.decided, abs=0.05)
+
+
+def test_a_vanishing_intra_case_correlation_plans_as_none() -> None:
+    """A dev series' ρ estimate can come out 1e-16 (all its cases alike): that plans as ρ = 0, every case at the
+    planning rate, not as a Beta whose parameters are 1e16 (its quantiles took scipy 95 s in a launch plan)."""
+    from aqven.research.stats import plan_sim as ps
+
+    tiny = ps.paired_population(0.98, 1.4e-16, 0.5, -0.025)
+    none = ps.paired_population(0.98, 0.0, 0.5, -0.025)
+    assert tiny.b is not None and none.b is not None
+    assert np.array_equal(tiny.a, none.a) and np.array_equal(tiny.b, none.b)
+    assert ps.beta_population(0.9, 1e-9).a.tolist() == ps.beta_population(0.9, 0.0).a.tolist()
