@@ -117,7 +117,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any, server: tuple[Path, str]) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context = browser.new_context(viewport={"width": 1440, "height": 900})  # the desktop the issue names
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))

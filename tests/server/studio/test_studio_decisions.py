@@ -459,7 +459,7 @@ def test_findings_plots_read_true_and_lists_say_stopped(page: Any, server: tuple
 
 def test_a_chat_error_is_shown_as_an_error(browser: Any, server: tuple[Path, str]) -> None:
     _root, base = server
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
