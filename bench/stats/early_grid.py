@@ -24,6 +24,7 @@ tuned for N, read at the 20 looks) on the same worlds and sizes, per-case arithm
 
     .venv/bin/python bench/stats/early_grid.py                 # 4,000 series a cell, seed 11, ~2 min
     .venv/bin/python bench/stats/early_grid.py --betting       # and the betting sequence, 1,000 series a cell
+    .venv/bin/python bench/stats/early_grid.py --ceiling       # only the ceiling of the saving at the plan's N
 """
 
 from __future__ import annotations
@@ -131,6 +132,42 @@ def betting(w: World, cases: int, line: float, series: int, seed: int) -> dict[s
     return _stops(low, high, lengths, cases, line)
 
 
+def confirm_floor(line: float, alpha: float = (1 - LEVEL) / 2) -> int:
+    """The fewest all-pass cases on which any design valid for every population can confirm "at least line":
+    a population with a share ``line`` of cases that always pass and the rest never gives n all-pass cases
+    with chance line^n while its mean is the line, so confirming on them needs line^n ≤ alpha."""
+    return math.floor(math.log(alpha) / math.log(line)) + 1
+
+
+def ceiling(plans: dict[tuple[str, float], int]) -> None:
+    """The most any design valid for every population can save at the plan's N: it cannot confirm on fewer
+    than `confirm_floor` cases, so a confirming series runs at least that many."""
+    print(
+        "ceiling: confirming on n all-pass cases needs line^n ≤ 0.025 "
+        "(any repeats, any design valid for every population)"
+    )
+    print(
+        "| world | line | fewest cases that can confirm | stop_early plan N "
+        "| the most a confirming series can save at N |"
+    )
+    print("|---|---|---|---|---|")
+    for (label, line), n in plans.items():
+        floor = confirm_floor(line)
+        print(f"| {label} | {line:.2f} | {floor} | {n} | {max(0.0, 1 - floor / n):.3f} |", flush=True)
+
+
+def plans_only() -> dict[tuple[str, float], int]:
+    out = {}
+    for line in (0.90, 0.95):
+        for w in worlds():
+            plan = plan_sim.sequential_cases_to_decide(
+                plan_sim.beta_population(w.mean, w.icc), w.repeats, LEVEL, line, True
+            )
+            assert plan is not None
+            out[(w.label, line)] = plan.cases
+    return out
+
+
 def cp_upper(k: int, n: int) -> float:
     return 1.0 if k >= n else float(scipy.stats.beta.ppf(0.975, k + 1, n - k))
 
@@ -142,8 +179,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--betting", action="store_true")
     parser.add_argument("--betting-series", type=int, default=1000)
+    parser.add_argument("--ceiling", action="store_true", help="only the ceiling of the saving at the plan's N")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.ceiling:
+        ceiling(plans_only())
+        print(f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+        return
     print(f"stop_early at the launch plan's N: {args.series} series a cell, seed {args.seed}, level {LEVEL}")
     print(
         "| world | line | fixed-size plan N | stop_early plan N | median saving at N (mean) | decided at N "
@@ -178,6 +220,8 @@ def main() -> None:
                     f"| {b3['median_saving']:.3f} ({b3['mean_saving']:.3f}) | {b3['confirmed'] + b3['refuted']:.3f} |",
                     flush=True,
                 )
+    print()
+    ceiling(plans)
     print()
     print(f"false confirmations at the line, confirmed at any look: {args.null_series} series a cell")
     print("| line | repeats | world (mean = line) | N | at N [CP upper] | at 3N [CP upper] |")

@@ -223,7 +223,7 @@ def price_line(client: Client, body: dict[str, Any], series: dict[str, Any]) -> 
 
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
-    """The launch plan in a few plain lines: how it was planned, the advice, power and the floor."""
+    """The launch plan in a few plain lines: how it was planned, the advice, power, the floor and why so many."""
     if plan.get("half_width") is None:
         return []
     level = plan.get("level")
@@ -242,6 +242,9 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
     floor = plan.get("zero_failure_floor") or {}
     if floor.get("text") and plan.get("cases", 0) < (floor.get("cases") or 0):
         lines.append(f"floor: {floor['text']}")
+    why = plan.get("why_so_many") or {}
+    if why.get("text"):
+        lines.append(f"why so many: {why['text']}")
     return lines
 
 

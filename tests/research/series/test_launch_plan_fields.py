@@ -5,6 +5,7 @@ the zero-failure floor, and the advice in recommended.text."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,52 @@ def test_floor_binds_when_the_dev_rate_is_near_one(tiny_env: Path, tmp_path: Pat
     assert got["below_recommended"] is True
     assert got["planning_series"] == {"series_id": "ser_x", "cases": 200, "attempts": 400, "rho": "default"}
     assert got["planning_rho"] == lm.RHO
+
+
+def _threshold(ws: Workspace, bound: float) -> Any:
+    exp = ws.experiment("high")
+    question = exp.spec.question.model_copy(update={"bound": bound, "margin": 0.0})
+    return dataclasses.replace(exp, spec=exp.spec.model_copy(update={"question": question}))
+
+
+def test_why_so_many_names_the_floor_when_it_binds(tiny_env: Path, tmp_path: Path) -> None:
+    """Issue 28 part 4: where the plan recommends more cases than a normal interval that knew the spread would
+    need, it says why in one line; at a line of 0.90 the zero-failure floor is the reason."""
+    from aqven.cli.series_cmd import plan_lines
+
+    ws = Workspace.load(tiny(tmp_path))
+    est = DevEstimates("ser_x", cases=200, attempts=400, rate=0.97, rho=0.3)
+    got = launch_plan(ws, _threshold(ws, 0.90), on="dev", repeats=2, estimates=est)
+    why = got["why_so_many"]
+    # The oracle by hand: σ² = ρ·p(1 − p) + (1 − ρ)·p(1 − p)/r, (z + z_0.8)·σ/√n ≤ 0.97 − 0.90.
+    var = 0.3 * 0.97 * 0.03 + 0.7 * 0.97 * 0.03 / 2
+    z = scipy.stats.norm.ppf(0.975) + scipy.stats.norm.ppf(0.8)
+    oracle = math.ceil((z * math.sqrt(var) / 0.07) ** 2)
+    assert oracle == why["oracle_cases"] == 31
+    floor = got["zero_failure_floor"]["cases"]
+    assert floor == 36 and 0.025 ** (1 / oracle) < 0.90 < 0.025 ** (1 / floor)
+    need = got["recommended"]["cases"]
+    assert need > floor and why["cases"] == need and why["floor_binds"] is True
+    assert why["text"] == (
+        f"if every case passed, no method valid for every population could put the rate above "
+        f"{0.025 ** (1 / 31):.3f} with 31 cases (clearing 0.9 takes at least 36 cases); a normal interval that "
+        f"knew the spread between cases would decide 80% of the time with 31, so about {need} are recommended"
+    )
+    assert "above 0.888 with 31 cases" in why["text"]
+    assert "why so many: " + why["text"] in plan_lines(got)
+
+    # At 0.95 the floor (72) is far below the oracle: the width of a bound valid for every population is why.
+    wide = launch_plan(ws, _threshold(ws, 0.95), on="dev", repeats=2, estimates=est)["why_so_many"]
+    assert wide["floor_binds"] is False and wide["oracle_cases"] > 72
+    assert wide["text"].startswith(
+        f"a normal interval that knew the spread between cases would decide 80% of the time with "
+        f"{wide['oracle_cases']} cases; the interval the series reports assumes nothing"
+    )
+
+    # Where the plan needs no more than the oracle (refuting 0.98 at the default rate 0.95), nothing is said.
+    plain = launch_plan(ws, ws.experiment("high"), on="dev", repeats=2)
+    assert plain["why_so_many"] is None
+    assert not any(line.startswith("why so many") for line in plan_lines(plain))
 
 
 def test_recommended_text_is_advice_when_enough_cases(tiny_env: Path, tmp_path: Path) -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import math
 from decimal import Decimal
 from typing import Any, Literal, assert_never
+
+import scipy.stats
 
 from aqven.errors import VALIDATION_ERROR, AqvenError
 from aqven.research.experiments.loading import selected_cases
@@ -212,6 +215,75 @@ def _precision(
     else:
         out["recommended"] = None
         out["below_recommended"] = False
+    out["why_so_many"] = (
+        _why_so_many(q, pop, r, level, truth, need, by, out["zero_failure_floor"], stop_early)
+        if need is not None and by is not None
+        else None
+    )
+    return out
+
+
+def oracle_cases(pop: plan_sim.Population, r: int, level: float, distance: float, power: float | None) -> int:
+    """The cases a normal (Wald) interval needs if it knew the true spread between cases of ``pop``: the sd of a
+    case's mean (or difference) is σ with σ² = Var(q) + E[q(1 − q)]/r over the cases (for a pair, of q_B − q_A
+    and both variants' attempt variances). ``power`` None: its half-width z·σ/√n within ``distance`` (the
+    margin); else a share ``power`` of its series decide when the truth is ``distance`` from the line
+    ((z + z_power)·σ/√n ≤ distance). Nothing valid for every population can need fewer on every population."""
+    w = pop.weights
+    within = pop.a * (1 - pop.a)
+    d = pop.a if pop.b is None else pop.b - pop.a
+    if pop.b is not None:
+        within = within + pop.b * (1 - pop.b)
+    var = float(w @ (d - w @ d) ** 2 + (w @ within) / r)
+    z = float(scipy.stats.norm.ppf(1 - (1 - level) / 2)) + (float(scipy.stats.norm.ppf(power)) if power else 0.0)
+    return max(1, math.ceil((z * math.sqrt(var) / distance) ** 2))
+
+
+def _why_so_many(
+    q: Question,
+    pop: plan_sim.Population,
+    r: int,
+    level: float,
+    truth: float,
+    need: int,
+    by: str,
+    floor: dict[str, Any] | None,
+    stop_early: bool,
+) -> dict[str, Any] | None:
+    """Why the plan recommends more cases than the normal oracle (`oracle_cases`) needs, in one sentence; None
+    when it does not. When the zero-failure floor binds (even cases that all passed could not clear the line
+    at the oracle's size, since a bound valid for every population stays under tail^(1/n)), that is the reason."""
+    line = decision_line(q)
+    distance = abs(truth - line) if by == "power" else q.margin
+    if distance <= 0:
+        return None
+    oracle = oracle_cases(pop, r, level, distance, POWER if by == "power" else None)
+    if need <= oracle:
+        return None
+    out: dict[str, Any] = {"cases": need, "oracle_cases": oracle, "floor_binds": False}
+    what = "a normal interval that knew the spread between cases"
+    goal = f"decide {POWER:.0%} of the time" if by == "power" else f"reach ±{q.margin:g}"
+    if floor and floor.get("cases") and floor["cases"] > oracle:
+        best = ((1 - level) / 2) ** (1 / oracle)  # the tail is 0.025 / comparisons, as the floor's
+        valid = "no method valid for every population could put the"
+        if floor["all"] == "agree":
+            said = f"if the variants agreed on every case, {valid} difference above {best - 1:.3f}"
+        elif floor["all"] == "pass":
+            said = f"if every case passed, {valid} rate above {best:.3f}"
+        else:
+            said = f"if every case failed, {valid} rate below {1 - best:.3f}"
+        said += f" with {oracle} cases"
+        out["floor_binds"] = True
+        out["text"] = (
+            f"{said} (clearing {line:g} takes at least {floor['cases']} cases); {what} would {goal} with {oracle}, "
+            f"so about {need} are recommended"
+        )
+    else:
+        how = ", read at the looks of stop_early," if stop_early else ""
+        out["text"] = (
+            f"{what} would {goal} with {oracle} cases; the interval the series reports{how} assumes nothing "
+            f"about the cases (it holds for every population), so it is wider and needs about {need}"
+        )
     return out
 
 

@@ -261,6 +261,13 @@ class ZeroFailureFloor(Open):
     text: str
 
 
+class WhySoMany(Open):
+    cases: int = Field(description="the recommended cases")
+    oracle_cases: int = Field(description="cases a normal interval that knew the spread between cases would need")
+    floor_binds: bool = Field(description="true when the zero-failure floor is the reason")
+    text: str = Field(description="why the recommendation exceeds the oracle, in one sentence; pass it on")
+
+
 class LaunchPlan(Open):
     """What a series runs and under which cap; it has no price."""
 
@@ -284,6 +291,9 @@ class LaunchPlan(Open):
     planning_series: dict[str, Any] | None = None
     power: PlanPower | None = None
     zero_failure_floor: ZeroFailureFloor | None = None
+    why_so_many: WhySoMany | None = Field(
+        default=None, description="when the recommended cases exceed what a normal (Wald) oracle needs: why"
+    )
     earlier_reads: dict[str, Any] | None = Field(
         default=None,
         description="on holdout: how many of these cases earlier held-out series of the experiment read "

@@ -153,6 +153,7 @@ export function drawPlan(p, refresh, price) {
     : `${p.planning}: rate ${Number(p.planning_rate).toFixed(3)} = (${seen} passes + 0.5) / (${ps.attempts} attempts + 1), its ${seen}/${ps.attempts} pulled a little toward 0.5 so that a series that never failed does not plan as if it never can; intra-case correlation ${Number(p.planning_rho).toFixed(2)}`;
   const power = p.power ? p.power.text : null;
   const floor = p.zero_failure_floor ? p.zero_failure_floor.text : null;
+  const why = p.why_so_many ? p.why_so_many.text : null;
   return [
     kv([
       ['attempts', [h('b', {}, `${p.attempts}`), ` = ${p.cases} cases × ${p.repeats} repeats × ${p.variants} variant${p.variants > 1 ? 's' : ''}`]],
@@ -161,7 +162,9 @@ export function drawPlan(p, refresh, price) {
       // One number of cases, with where it comes from (the power simulation of the interval the series reports).
       ['recommended', h('span', { id: 'recommended' }, rec.cases ? `${rec.cases} cases × ${rec.repeats} repeats` : '—', power ? h('div', { class: 'muted' }, power) : null)],
       ...(planning ? [['planned with', planning]] : []),
-      ...(floor && p.zero_failure_floor.cases && p.cases < p.zero_failure_floor.cases ? [['why so many', floor]] : []),
+      // Why more cases than a normal interval that knew the spread would need (one line), else the floor when it binds.
+      ...(why ? [['why so many', h('span', { id: 'why-so-many' }, why)]]
+        : floor && p.zero_failure_floor.cases && p.cases < p.zero_failure_floor.cases ? [['why so many', floor]] : []),
       ['cap', `${fmt.money(p.cap_usd)} for this series (project cap ${fmt.money(p.project_cap_usd)}, ${p.project_cap_source === 'override' ? 'from .aqven/local.yaml' : p.project_cap_source === 'project' ? 'from aqven.yaml' : 'the default'})`],
       ['price', h('span', { id: 'price-estimate' }, price ? price.text : 'none before it runs: the spend is counted as attempts finish; near 90% of the cap the series pauses for you')],
     ]),
