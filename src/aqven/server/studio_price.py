@@ -13,6 +13,7 @@ from decimal import Decimal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
+from aqven.project.money import shown_usd
 from aqven.research.launch.plan import Side
 from aqven.server.deps import service_of
 from aqven.server.operations.research import plan_launch
@@ -64,10 +65,6 @@ def _flow_costs(svc: ProjectService, flow_id: str) -> tuple[int, Decimal] | None
     return (len(costs), sum(costs, Decimal(0)) / len(costs)) if costs else None
 
 
-def _money(x: Decimal) -> str:
-    return str(x.quantize(Decimal("0.01"))) if x >= 1 else f"{x:.2g}"
-
-
 def price_estimate(
     svc: ProjectService, experiment_id: str, *, on: Side, cases: int | None, repeats: int | None, simulate: bool
 ) -> PriceEstimate:
@@ -96,10 +93,10 @@ def price_estimate(
             "spend, and near 90% of it the series pauses for you",
         )
     total = sum((per[v] * per_variant_attempts for v in variants), Decimal(0))
-    says = f"about ${_money(total)} for {plan.attempts:,} attempts (an estimate from {basis})" + (
-        f": above its ${_money(cap)} cap, it will pause near ${_money(cap * PAUSE_AT)} for your approval"
+    says = f"about {shown_usd(total)} for {plan.attempts:,} attempts (an estimate from {basis})" + (
+        f": above its {shown_usd(cap)} cap, it will pause near {shown_usd(cap * PAUSE_AT)} for your approval"
         if total > cap * PAUSE_AT
-        else f": within its ${_money(cap)} cap"
+        else f": within its {shown_usd(cap)} cap"
     )
     return PriceEstimate(
         usd=str(total.quantize(Decimal("0.000001"))),

@@ -572,7 +572,7 @@ def test_the_launch_plan_has_a_price_and_explains_its_planning_rate(page: Any, s
     plan = _post(base, f"/api/experiments/{MISTRAL}/launch-plan", {"on": "dev", "cases": 6, "repeats": 1})
     assert "price" not in plan and "usd" not in json.dumps(plan.get("recommended", {}))  # the plan has no dollars
     big = _get(base, f"/api/studio/experiments/{MISTRAL}/price?on=dev&simulate=true")
-    assert "above its $1.00 cap, it will pause near $0.90 for your approval" in big["text"], big["text"]
+    assert "above its $1.00 cap, it will pause near $0.900 for your approval" in big["text"], big["text"]
     open_page(page, base, f"experiments/{MISTRAL}")
     page.wait_for_selector("#price-estimate")
     page.wait_for_function("() => document.querySelector('#price-estimate').textContent.startsWith('about $')")
