@@ -15,12 +15,12 @@ from pydantic import BaseModel
 
 from aqven.project.money import shown_usd
 from aqven.research.launch.plan import Side
+from aqven.research.series.runner import PAUSE_AT  # the one place the pause point is set
 from aqven.server.deps import service_of
 from aqven.server.operations.research import plan_launch
 from aqven.server.service import ProjectService
 
 router = APIRouter(tags=["studio"])
-PAUSE_AT = Decimal("0.9")
 
 
 class PriceEstimate(BaseModel):

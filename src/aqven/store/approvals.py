@@ -11,7 +11,7 @@ the finding show the rows, the proof included, so a passkey's approval can be ve
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -101,7 +101,3 @@ def approvals_of(db: Database, series_id: str) -> list[dict[str, Any]]:
             row["proof"] = json.loads(row["proof"])
         out.append(row)
     return out
-
-
-def as_dict(who: Approver) -> dict[str, Any]:
-    return asdict(who)

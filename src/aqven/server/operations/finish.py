@@ -12,9 +12,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from aqven.research.holdout import held_out_attempts, reads_held_out, sealed_now, shown_attempt_count
+from aqven.research.series.runner import PAUSE_AT  # the one place the pause point is set
 from aqven.server.service import ProjectService
-
-PAUSE_AT = Decimal("0.9")  # the runner pauses once spent + reserves would reach 90% of the cap (series/runner.py)
 
 
 class FinishEstimate(BaseModel):
