@@ -277,7 +277,7 @@ def offline_reply(question: str, instructions: str, returns: list[tuple[str, Any
     if re.search(r"\b(approve|continue|raise the cap)\b", question.lower()):
         out.append(
             "I cannot approve or continue a series: only a person can, with Approve on the series page in Studio "
-            "(or POST /api/series/{id}/approve)."
+            "or with `aqven approve` at their terminal."
         )
     if not lines and (general or hits or not returns):
         out.append("FINDINGS.md has no findings yet: a series on held-out cases writes the first one.")

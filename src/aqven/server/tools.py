@@ -13,7 +13,7 @@ Rules every agent gets from here, whatever the transport:
   server); `run_start` refuses to run one; `NOT_RUNNABLE` problems name a held-out case only by a label.
   `aqven.research.holdout` decides all of it, for the REST API and here alike.
 * No tool approves, continues or stops a paused series, or confirms a cap: a person does that in Studio or over
-  REST (`operations.series.approve` / `stop` have no tool).
+  REST with a person's key (`operations.series.approve` / `stop` have no tool; the server token is refused).
 * A tool raises `AqvenError` with a stable code; the MCP server and the chat turn it into their error shape.
 """
 
