@@ -22,9 +22,9 @@ os.environ["AQVEN_SIM_LATENCY_SCALE"] = "0"
 from aqven.engine.runner import Engine
 from aqven.project.init import init_project
 from aqven.project.loader import load_project
-from aqven.store.db import Database
 from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore
+from aqven.store.sqlite_db import SqliteDatabase
 
 ONE_NODE = {
     "flows/one/flow.yaml": "input: {ticket: string, tier: string}\noutput: {reply: string}\nnodes:\n"
@@ -58,7 +58,7 @@ async def main(n: int) -> None:
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text)
         project = load_project(root)
-        runs = RunStore(Database(root / ".aqven" / "aqven.sqlite"))
+        runs = RunStore(SqliteDatabase(root / ".aqven" / "aqven.sqlite"))
         engine = Engine(project, runs)
         case = project.datasets["support_case_cases"].cases[0]
         base = RunRequest(flow_id="one", input=case.input, simulate=True)

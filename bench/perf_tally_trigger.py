@@ -18,9 +18,10 @@ from pathlib import Path
 
 
 def main() -> None:
-    from aqven.store.db import SCHEMA_VERSION, Database
+    from aqven.store.schema import SCHEMA_VERSION
     from aqven.store.series import SeriesStore
     from aqven.store.series_records import SeriesPlan
+    from aqven.store.sqlite_db import SqliteDatabase
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from support.series_rows import create_series
@@ -34,7 +35,7 @@ def main() -> None:
         for i, (c, r) in enumerate((c, r) for c in cases for r in range(10))
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        store = SeriesStore(Database(Path(tmp) / "db.sqlite"))
+        store = SeriesStore(SqliteDatabase(Path(tmp) / "db.sqlite"))
         sid = create_series(store, plan, rows)
         rounds = []
         for k in range(3):

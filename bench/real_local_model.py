@@ -652,15 +652,15 @@ async def engine_latency(base_url: str, n: int, max_tokens: int) -> None:
     from aqven.engine.runner import Engine
     from aqven.models import providers
     from aqven.project.loader import load_project
-    from aqven.store.db import Database
     from aqven.store.records import RunRequest
     from aqven.store.runs import RunStore
+    from aqven.store.sqlite_db import SqliteDatabase
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "p"
         write_project(root, base_url, max_tokens, 120)
         project = load_project(root)
-        runs = RunStore(Database(root / ".aqven" / "aqven.sqlite"))
+        runs = RunStore(SqliteDatabase(root / ".aqven" / "aqven.sqlite"))
         engine = Engine(project, runs)
         request = RunRequest(flow_id="colour_text", input={"thing": "sky"}, simulate=False)
 

@@ -15,9 +15,9 @@ from aqven.errors import RunInputError
 from aqven.models.call import CallResult, ModelCall
 from aqven.models.outcomes import ModelCallError
 from aqven.project.loader import load_project
-from aqven.store.db import Database
 from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore
+from aqven.store.sqlite_db import SqliteDatabase
 from support.model_answers import answered
 from support.projects import write_files
 
@@ -100,7 +100,7 @@ def env(tmp_path: Path) -> tuple[Engine, RunStore, FakeModel]:
     write_files(tmp_path, FILES)
     project = load_project(tmp_path)
     assert not project.diagnostics, project.diagnostics
-    runs = RunStore(Database(tmp_path / ".aqven" / "aqven.sqlite"))
+    runs = RunStore(SqliteDatabase(tmp_path / ".aqven" / "aqven.sqlite"))
     fake = FakeModel()
     return Engine(project, runs, call=fake), runs, fake
 
@@ -173,7 +173,7 @@ async def test_code_error_is_infrastructure(tmp_path: Path) -> None:
     files = dict(FILES)
     files["flows/main/merge.py"] = "def count(l, r):\n    raise RuntimeError('boom')\n"
     write_files(tmp_path, files)
-    runs = RunStore(Database(tmp_path / ".aqven" / "aqven.sqlite"))
+    runs = RunStore(SqliteDatabase(tmp_path / ".aqven" / "aqven.sqlite"))
     engine = Engine(load_project(tmp_path), runs, call=FakeModel(0))
     record = await engine.execute(runs.create(RunRequest(flow_id="main", input={"q": "hi"})))
     assert record.status == "failed" and record.outcome == "infra"

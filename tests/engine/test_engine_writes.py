@@ -11,16 +11,16 @@ from __future__ import annotations
 import asyncio
 import functools
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from aqven.engine.runner import Engine
 from aqven.models.call import CallResult, ModelCall
 from aqven.project.loader import load_project
-from aqven.store.db import Database
 from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore, new_id
+from aqven.store.sqlite_db import SqliteDatabase
 from support.model_answers import answered
 from support.projects import write_files
 
@@ -90,8 +90,8 @@ def _engine(root: Path, delays: dict[str, float]) -> tuple[Engine, RunStore, Run
     project = load_project(root)
     assert not project.diagnostics, project.diagnostics
     path = root / ".aqven" / "aqven.sqlite"
-    runs = RunStore(Database(path))
-    return Engine(project, runs, call=Model(delays)), runs, RunStore(Database(path))
+    runs = RunStore(SqliteDatabase(path))
+    return Engine(project, runs, call=Model(delays)), runs, RunStore(SqliteDatabase(path))
 
 
 def _kinds(other: RunStore, run_id: str) -> list[tuple[str, str | None]]:
@@ -153,11 +153,11 @@ async def test_a_group_of_a_code_node_and_an_llm_node_commits_twice(tmp_path: Pa
     request = RunRequest(flow_id="polish", input={"q": "refund"})
     run_id = new_id("run")
     commits: list[str] = []
-    runs.db._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    cast(SqliteDatabase, runs.db)._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
     # as a series attempt starts a run: its creation held for the run's first write
     begun = engine.begin_new(run_id, request, [functools.partial(runs.create, request, run_id=run_id)])
     record = await engine.proceed(begun)
-    runs.db._conn.set_trace_callback(None)
+    cast(SqliteDatabase, runs.db)._conn.set_trace_callback(None)
     assert record.status == "done", record.error
     # the run's creation and start with the model request (and the group's start, the code node's start and end,
     # the llm node's start); the answer with the llm node's end, the group's end and the run's (no other node of
@@ -184,10 +184,10 @@ async def test_a_new_run_reads_none_of_its_events_back(tmp_path: Path) -> None:
     request = RunRequest(flow_id="polish", input={"q": "refund"})
     run_id = new_id("run")
     statements: list[str] = []
-    runs.db._conn.set_trace_callback(statements.append)
+    cast(SqliteDatabase, runs.db)._conn.set_trace_callback(statements.append)
     begun = engine.begin_new(run_id, request, [runs.creating(request, run_id)])
     record = await engine.proceed(begun)
-    runs.db._conn.set_trace_callback(None)
+    cast(SqliteDatabase, runs.db)._conn.set_trace_callback(None)
     assert record.status == "done", record.error
     assert [s for s in statements if "FROM events" in s] == []
     assert len(runs.events(run_id)) == 10  # all written, numbered 1..10

@@ -11,6 +11,7 @@ import pytest
 from aqven.store.db import Database
 from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore
+from aqven.store.sqlite_db import SqliteDatabase
 
 
 def seqs(db: Database, run_id: str) -> list[int]:
@@ -23,7 +24,7 @@ def kinds(store: RunStore, run_id: str) -> list[str]:
 
 def test_two_processes_writing_one_runs_events_in_turn_number_them_densely(tmp_path: Path) -> None:
     path = tmp_path / "a.sqlite"
-    server, worker = RunStore(Database(path)), RunStore(Database(path))  # two connections, as two processes
+    server, worker = RunStore(SqliteDatabase(path)), RunStore(SqliteDatabase(path))  # two connections, as two processes
     run_id = server.create(RunRequest(flow_id="f", input={}))
     server.append_event(run_id, "a")
     server.append_event(run_id, "b")
@@ -36,7 +37,7 @@ def test_two_processes_writing_one_runs_events_in_turn_number_them_densely(tmp_p
 
 
 def test_a_rolled_back_batch_leaves_no_hole_in_the_numbers(tmp_path: Path) -> None:
-    store = RunStore(Database(tmp_path / "a.sqlite"))
+    store = RunStore(SqliteDatabase(tmp_path / "a.sqlite"))
     run_id = store.create(RunRequest(flow_id="f", input={}))
     store.append_event(run_id, "a")
     with pytest.raises(RuntimeError), store.db.batch():
@@ -49,7 +50,7 @@ def test_a_rolled_back_batch_leaves_no_hole_in_the_numbers(tmp_path: Path) -> No
 
 
 def test_a_failed_inner_write_of_a_batch_leaves_no_hole_either(tmp_path: Path) -> None:
-    store = RunStore(Database(tmp_path / "a.sqlite"))
+    store = RunStore(SqliteDatabase(tmp_path / "a.sqlite"))
     run_id = store.create(RunRequest(flow_id="f", input={}))
     with store.db.batch():
         store.append_event(run_id, "a")

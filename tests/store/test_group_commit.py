@@ -10,15 +10,17 @@ import asyncio
 import functools
 import sqlite3
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from aqven.store import group_commit
 from aqven.store.db import Database
+from aqven.store.sqlite_db import SqliteDatabase
 
 
 def _db(tmp_path: Path) -> tuple[Database, list[str]]:
-    db = Database(tmp_path / "g.sqlite")
+    db = SqliteDatabase(tmp_path / "g.sqlite")
     with db.transaction() as cur:
         cur.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)")
     commits: list[str] = []
@@ -46,18 +48,18 @@ async def test_writes_handed_in_while_held_share_one_commit(tmp_path: Path) -> N
     db.group.hold = lambda: busy[0]
     tasks = [asyncio.ensure_future(db.grouped(functools.partial(_put, db, f"k{i}", i))) for i in range(10)]
     await asyncio.sleep(0)
-    assert _on_record(db.path) == {}  # held: the CPU phases still run
+    assert _on_record(cast(SqliteDatabase, db).path) == {}  # held: the CPU phases still run
     busy[0] = False
     assert await asyncio.gather(*tasks) == [f"k{i}" for i in range(10)]
     assert commits == ["COMMIT"]
-    assert _on_record(db.path) == {f"k{i}": i for i in range(10)}
+    assert _on_record(cast(SqliteDatabase, db).path) == {f"k{i}": i for i in range(10)}
 
 
 async def test_a_write_is_on_record_when_its_caller_goes_on(tmp_path: Path) -> None:
     db, commits = _db(tmp_path)
     for i in range(3):
         await db.grouped(functools.partial(_put, db, f"k{i}", i))
-        assert _on_record(db.path) == {f"k{j}": j for j in range(i + 1)}
+        assert _on_record(cast(SqliteDatabase, db).path) == {f"k{j}": j for j in range(i + 1)}
     assert len(commits) == 3  # nothing joined them: one commit each, none held back
 
 
@@ -78,7 +80,7 @@ async def test_a_write_that_raises_is_undone_alone_and_raises_in_its_caller(tmp_
     assert results[0] == "a" and results[3] == "b"
     assert isinstance(results[1], ValueError)
     assert isinstance(results[2], sqlite3.IntegrityError)
-    assert _on_record(db.path) == {"a": 1, "b": 3}
+    assert _on_record(cast(SqliteDatabase, db).path) == {"a": 1, "b": 3}
     assert commits == ["COMMIT"]
 
 
@@ -95,7 +97,7 @@ async def test_a_plain_transaction_writes_what_was_handed_in_before_it_first(tmp
     await asyncio.sleep(0)  # queued, held
     with db.transaction():
         order.append("plain")
-        assert _on_record(db.path) == {"first": 1}  # committed before this transaction began
+        assert _on_record(cast(SqliteDatabase, db).path) == {"first": 1}  # committed before this transaction began
     assert order == ["grouped", "plain"]
     assert await first == "first"
 
@@ -111,7 +113,7 @@ async def test_a_cancelled_caller_s_write_is_not_written(tmp_path: Path) -> None
     busy[0] = False
     assert await kept == "kept"
     assert gone.cancelled()
-    assert _on_record(db.path) == {"kept": 2}
+    assert _on_record(cast(SqliteDatabase, db).path) == {"kept": 2}
 
 
 async def test_a_write_held_by_a_phase_that_never_ends_waits_at_most_wait_s(
@@ -143,7 +145,7 @@ async def test_a_group_that_finds_the_writer_lock_taken_lets_the_loop_run_and_co
     """Another process writing: the group does not sleep on the lock (the loop would stop with it); the attempts'
     other work goes on, and the write lands once the lock is free."""
     db, commits = _db(tmp_path)
-    other = sqlite3.connect(db.path, isolation_level=None)
+    other = sqlite3.connect(cast(SqliteDatabase, db).path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     other.execute("INSERT INTO t VALUES ('other', 0)")
     write = asyncio.ensure_future(db.grouped(lambda: _put(db, "mine", 1)))
@@ -157,5 +159,5 @@ async def test_a_group_that_finds_the_writer_lock_taken_lets_the_loop_run_and_co
     other.execute("COMMIT")
     other.close()
     assert await asyncio.wait_for(write, 5) == "mine"
-    assert _on_record(db.path) == {"other": 0, "mine": 1}
+    assert _on_record(cast(SqliteDatabase, db).path) == {"other": 0, "mine": 1}
     assert commits == ["COMMIT"]

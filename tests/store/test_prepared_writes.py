@@ -16,11 +16,11 @@ import pytest
 
 from aqven.store import runs as runs_module
 from aqven.store import series as series_module
-from aqven.store.db import WAL_CHECKPOINT_PAGES, Database
 from aqven.store.records import RunError, RunRequest
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
+from aqven.store.sqlite_db import WAL_CHECKPOINT_PAGES, SqliteDatabase
 from support.series_rows import attempt_rows, create_series
 
 
@@ -31,7 +31,7 @@ def _broken(*_args: object, **_kwargs: object) -> str:
 def test_held_writes_make_their_json_when_made_not_when_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db = Database(tmp_path / "p.sqlite")
+    db = SqliteDatabase(tmp_path / "p.sqlite")
     runs, series = RunStore(db), SeriesStore(db)
     plan = SeriesPlan(flow_id="f", dataset_id="d", cases=["c"], sides={"c": "dev"}, variants=["v"], repeats=1)
     sid = create_series(series, plan, attempt_rows(plan))
@@ -90,7 +90,7 @@ def test_held_writes_make_their_json_when_made_not_when_written(
 
 
 def test_a_held_event_keeps_the_data_it_was_made_with(tmp_path: Path) -> None:
-    runs = RunStore(Database(tmp_path / "p.sqlite"))
+    runs = RunStore(SqliteDatabase(tmp_path / "p.sqlite"))
     runs.create(RunRequest(flow_id="f"), run_id="run_b")
     data = {"output": "first"}
     write = runs.event("run_b", "node_end", "n", data)
@@ -101,7 +101,7 @@ def test_a_held_event_keeps_the_data_it_was_made_with(tmp_path: Path) -> None:
 
 
 def test_every_connection_keeps_commits_short(tmp_path: Path) -> None:
-    db = Database(tmp_path / "p.sqlite")
+    db = SqliteDatabase(tmp_path / "p.sqlite")
     with db.reading() as reader:
         for conn in (db._conn, reader):
             assert conn.execute("PRAGMA temp_store").fetchone()[0] == 2  # MEMORY: savepoint journals too

@@ -7,17 +7,17 @@ costs with many decimals, unpriced calls and finish times; the row-by-row count 
 from __future__ import annotations
 
 import random
-import sqlite3
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from aqven.store.db import SCHEMA_VERSION, Database
+from aqven.store.schema import SCHEMA_VERSION
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import COUNTED, finished_costs, read_tally
+from aqven.store.sqlite_db import SqliteDatabase
 from support.schema_versions import back_before_version_10
 from support.series_rows import attempt_rows, create_series
 
@@ -71,7 +71,7 @@ def _random_series(store: SeriesStore, rng: random.Random) -> str:
 @pytest.mark.parametrize("seed", range(25))
 def test_tally_equals_a_count_of_the_rows(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
-    store = SeriesStore(Database(tmp_path / "db.sqlite"))
+    store = SeriesStore(SqliteDatabase(tmp_path / "db.sqlite"))
     sid = _random_series(store, rng)
     since = rng.uniform(0, 600)
     tally = read_tally(store.db, sid, finished_since=since)
@@ -116,7 +116,7 @@ def test_tally_equals_a_count_of_the_rows(tmp_path: Path, seed: int) -> None:
 
 
 def test_a_plan_is_parsed_once_per_series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = SeriesStore(Database(tmp_path / "db.sqlite"))
+    store = SeriesStore(SqliteDatabase(tmp_path / "db.sqlite"))
     sid = _random_series(store, random.Random(1))
     parses = []
     real = SeriesPlan.model_validate_json
@@ -133,7 +133,7 @@ def test_a_plan_is_parsed_once_per_series(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(parses) == 1
 
 
-def _back_to_version_7(cur: sqlite3.Cursor) -> None:
+def _back_to_version_7(cur: Any) -> None:
     back_before_version_10(cur)
     cur.execute("DROP TRIGGER attempts_cells")
     cur.execute("DROP TABLE series_seq")
@@ -150,7 +150,7 @@ def _back_to_version_7(cur: sqlite3.Cursor) -> None:
 
 def test_a_version_2_database_gains_everything_since(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
-    db = Database(path)
+    db = SqliteDatabase(path)
     with db.transaction() as cur:  # back to what a database of that release holds
         _back_to_version_7(cur)
         cur.execute("DROP INDEX attempts_tally")
@@ -167,7 +167,7 @@ def test_a_version_2_database_gains_everything_since(tmp_path: Path) -> None:
         cur.execute("DROP INDEX attempts_run")
         cur.execute("DELETE FROM schema_version WHERE version>=3")
     db.close()
-    again = Database(path)
+    again = SqliteDatabase(path)
     names = {r["name"] for r in again.query("SELECT name FROM sqlite_master")}
     assert {"series_cells", "series_costs", "attempts_ends", "attempts_cells", "attempts_run"} <= names
     assert "attempts_tally" not in names  # made in version 3, dropped in 8
@@ -177,13 +177,13 @@ def test_a_version_2_database_gains_everything_since(tmp_path: Path) -> None:
 @pytest.mark.parametrize("seed", range(3))
 def test_a_version_7_database_gets_its_series_tallies_from_its_attempts(tmp_path: Path, seed: int) -> None:
     path = tmp_path / "db.sqlite"
-    store = SeriesStore(Database(path))
+    store = SeriesStore(SqliteDatabase(path))
     sid = _random_series(store, random.Random(seed))
     before = read_tally(store.db, sid, finished_since=300.0)
     with store.db.transaction() as cur:
         _back_to_version_7(cur)
     store.db.close()
-    again = Database(path)
+    again = SqliteDatabase(path)
     after = read_tally(again, sid, finished_since=300.0)
     assert (after.variants, after.cells, after.fails, after.finish_times) == (
         before.variants,
@@ -212,7 +212,7 @@ def test_a_snapshot_reads_cells_not_attempts(tmp_path: Path) -> None:
     """The tallies of 20 cases read about the same number of SQLite steps with 10 or 1,000 attempts a cell."""
     counts = []
     for repeats in (5, 500):
-        store = SeriesStore(Database(tmp_path / f"cells{repeats}.sqlite"))
+        store = SeriesStore(SqliteDatabase(tmp_path / f"cells{repeats}.sqlite"))
         sid = _finished_series(store, cases=20, repeats=repeats)
         steps = [0]
 
@@ -221,11 +221,11 @@ def test_a_snapshot_reads_cells_not_attempts(tmp_path: Path) -> None:
             return 0
 
         with store.db.reading() as conn:
-            conn.set_progress_handler(count, 100)
+            cast(Any, conn)._conn.set_progress_handler(count, 100)
         since = (40 * repeats - 5) * 0.01 - 0.001  # the last five attempts count as recent
         tally = read_tally(store.db, sid, finished_since=since)
         with store.db.reading() as conn:
-            conn.set_progress_handler(None, 0)
+            cast(Any, conn)._conn.set_progress_handler(None, 0)
         assert tally.total.done == tally.total.counted == 40 * repeats  # every attempt is in the tallies
         assert tally.total.spend == Decimal("0.001") * 40 * repeats
         assert tally.finish_times.at_or_after_since == 5
@@ -235,7 +235,7 @@ def test_a_snapshot_reads_cells_not_attempts(tmp_path: Path) -> None:
 
 def _steps_to_read_running(tmp_path: Path, queued: int) -> int:
     """SQLite VM steps (in hundreds) that reading a series' running attempts takes, with `queued` others."""
-    store = SeriesStore(Database(tmp_path / f"steps{queued}.sqlite"))
+    store = SeriesStore(SqliteDatabase(tmp_path / f"steps{queued}.sqlite"))
     rng = random.Random(queued)
     sid = _random_series(store, rng)
     with store.db.transaction() as cur:
@@ -252,9 +252,9 @@ def _steps_to_read_running(tmp_path: Path, queued: int) -> int:
         steps[0] += 1
         return 0
 
-    store.db._conn.set_progress_handler(count, 100)
+    cast(SqliteDatabase, store.db)._conn.set_progress_handler(count, 100)
     running = store.attempts(sid, status="running")
-    store.db._conn.set_progress_handler(None, 0)
+    cast(SqliteDatabase, store.db)._conn.set_progress_handler(None, 0)
     assert [a.idx for a in running] == [0, 1]
     return steps[0]
 

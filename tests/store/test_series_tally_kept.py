@@ -16,10 +16,14 @@ from typing import Any
 
 import pytest
 
-from aqven.store.db import _MIGRATIONS, SCHEMA_VERSION, Database, _statements
+from aqven.store.db import Database
+from aqven.store.schema import MIGRATIONS as _MIGRATIONS
+from aqven.store.schema import SCHEMA_VERSION
+from aqven.store.schema import sqlite_statements as _statements
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import COUNTED, KeptTally, SeriesTally, TallyCache, read_tally
+from aqven.store.sqlite_db import SqliteDatabase
 from support.schema_versions import back_before_version_10
 from support.series_rows import attempt_rows, create_series
 
@@ -117,7 +121,7 @@ def _rows_count(store: SeriesStore, sid: str, tally: SeriesTally) -> None:
 @pytest.mark.parametrize("seed", range(12))
 def test_a_kept_tally_equals_a_full_read_after_every_change(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
-    store = SeriesStore(Database(tmp_path / "db.sqlite"))
+    store = SeriesStore(SqliteDatabase(tmp_path / "db.sqlite"))
     sid, rows = _series(store, rng)
     other, _ = _series(store, random.Random(seed + 100))  # another series' changes must not reach this one
     kept, kept_dev = KeptTally(sid), KeptTally(sid, side="dev")
@@ -137,7 +141,7 @@ def test_a_kept_tally_equals_a_full_read_after_every_change(tmp_path: Path, seed
 
 def test_the_cache_reads_only_what_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After the first read, a read fetches the cells one attempt changed, not every cell of the series."""
-    store = SeriesStore(Database(tmp_path / "db.sqlite"))
+    store = SeriesStore(SqliteDatabase(tmp_path / "db.sqlite"))
     sid, _ = _series(store, random.Random(3))
     cache = TallyCache()
     cache.read(store.db, sid)
@@ -177,7 +181,7 @@ def test_a_version_8_database_gets_its_change_sequence(tmp_path: Path, seed: int
     """After the migration the tallies count the rows, and a kept tally follows the changes made since."""
     rng = random.Random(seed)
     path = tmp_path / "db.sqlite"
-    store = SeriesStore(Database(path))
+    store = SeriesStore(SqliteDatabase(path))
     sid, rows = _series(store, rng)
     clock = [0.0]
     for _ in range(30):
@@ -186,7 +190,7 @@ def test_a_version_8_database_gets_its_change_sequence(tmp_path: Path, seed: int
     for _ in range(30):  # changes made by a version 8 server: no seq, and the migration must not need one
         _step(store, sid, len(rows), rng, clock)
     store.db.close()
-    again = SeriesStore(Database(path))
+    again = SeriesStore(SqliteDatabase(path))
     assert again.db.query_one("SELECT MAX(version) AS v FROM schema_version")["v"] == SCHEMA_VERSION  # type: ignore[index]
     _rows_count(again, sid, read_tally(again.db, sid))
     kept = KeptTally(sid)

@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from aqven.store.db import Database
+from aqven.store.sqlite_db import SqliteDatabase
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Database:
-    d = Database(tmp_path / "a.sqlite")
+    d = SqliteDatabase(tmp_path / "a.sqlite")
     with d.transaction() as cur:
         cur.execute("CREATE TABLE t (x INTEGER)")
     return d

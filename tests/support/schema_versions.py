@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Any
 
 # Version 10 (issue 27): who acted, and the proof.
 VERSION_10_COLUMNS = (
@@ -15,7 +15,7 @@ VERSION_10_COLUMNS = (
 )
 
 
-def back_before_version_10(cur: sqlite3.Cursor) -> None:
+def back_before_version_10(cur: Any) -> None:
     for table, column in VERSION_10_COLUMNS:
         cur.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     cur.execute("DELETE FROM schema_version WHERE version>=10")

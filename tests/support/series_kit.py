@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,6 +36,8 @@ from fastapi.testclient import TestClient
 
 from aqven.project.split import side_of
 from aqven.server.app import create_app
+from aqven.store.db import Row
+from aqven.store.open import project_database
 from support.commands import api_client
 
 PACKAGE = "tiny"
@@ -398,26 +399,22 @@ def wait_until(check: Callable[[], Any], timeout: float = 20.0, step: float = 0.
         time.sleep(step)
 
 
-def db(root: Path) -> sqlite3.Connection:
-    """A read connection to the project database (WAL: it sees what the server committed)."""
-    con = sqlite3.connect(root / ".aqven" / "aqven.sqlite", timeout=10)
-    con.row_factory = sqlite3.Row
-    return con
-
-
-def rows(root: Path, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-    con = db(root)
+def rows(root: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Row]:
+    """Rows of the project's store (SQLite or PostgreSQL, as the project's settings say), read on a connection of
+    the test's own: it sees what the server committed."""
+    database = project_database(root)
     try:
-        return list(con.execute(sql, params))
+        with database.reading() as conn:
+            return list(conn.execute(sql, params).fetchall())
     finally:
-        con.close()
+        database.close()
 
 
-def attempts(root: Path, series_id: str) -> list[sqlite3.Row]:
+def attempts(root: Path, series_id: str) -> list[Row]:
     return rows(root, "SELECT * FROM attempts WHERE series_id=? ORDER BY idx", (series_id,))
 
 
-def runs_of(root: Path, series_id: str) -> list[sqlite3.Row]:
+def runs_of(root: Path, series_id: str) -> list[Row]:
     return rows(root, "SELECT * FROM runs WHERE series_id=? ORDER BY created_at", (series_id,))
 
 

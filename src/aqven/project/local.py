@@ -32,6 +32,7 @@ class LocalSettings(BaseModel):
     simulate: bool = False
     sim_latency_scale: float | None = None
     research: LocalResearch = LocalResearch()
+    store: str | None = None  # postgresql://… or sqlite:PATH (aqven.store.location); none: .aqven/aqven.sqlite
 
 
 def read_local(root: Path) -> LocalSettings:
@@ -46,7 +47,7 @@ def read_local(root: Path) -> LocalSettings:
             f"cannot read .aqven/local.yaml: {exc}".splitlines()[0],
             code="E_LOCAL_SETTINGS",
             file=".aqven/local.yaml",
-            hint="keys: simulate, sim_latency_scale, research.spend_cap_usd",
+            hint="keys: simulate, sim_latency_scale, research.spend_cap_usd, store",
         ) from None
 
 

@@ -171,7 +171,7 @@ _SEALED_SERIES = "SELECT id FROM series WHERE kind='experiment' AND on_side='hol
 _LOOKS = "SELECT id FROM series WHERE kind='look'"
 #: The SQL condition on the runs table: the run is an attempt of a held-out series that still runs, or a held-out
 #: attempt of a look. Counts of runs leave these out and add `sealed_run_count` (as of each one's last step).
-SEALED_RUN_SQL = f"COALESCE(series_id IN ({_SEALED_SERIES}) OR (side = 'holdout' AND series_id IN ({_LOOKS})), 0)"
+SEALED_RUN_SQL = f"COALESCE(series_id IN ({_SEALED_SERIES}) OR (side = 'holdout' AND series_id IN ({_LOOKS})), FALSE)"
 #: The same condition on the attempts table (it has `series_id` and `side` too).
 SEALED_ATTEMPT_SQL = SEALED_RUN_SQL
 
@@ -249,11 +249,11 @@ def sealed_run_groups(db: Database, series_id: str | None = None) -> list[dict[s
     """The sealed runs (`SEALED_RUN_SQL`) of every series (or of `series_id` only), grouped as of each one's last
     coarse step (flow_id, status, outcome, n)."""
     sealed = f"{_SEALED_SERIES} UNION {_LOOKS}"
-    sql = sealed if series_id is None else f"SELECT id FROM ({sealed}) WHERE id=?"
+    sql = sealed if series_id is None else f"SELECT id FROM ({sealed}) AS sealed WHERE id=?"
     params = () if series_id is None else (series_id,)
     out: list[dict[str, Any]] = []
     rows = db.query(
-        "SELECT id, kind, sealed_view, json_extract(plan, '$.flow_id') AS flow_id,"
+        f"SELECT id, kind, sealed_view, {db.json_field('plan', 'flow_id')} AS flow_id,"
         " (SELECT COUNT(*) FROM attempts a WHERE a.series_id = series.id AND a.side = 'holdout') AS held"
         f" FROM series WHERE id IN ({sql})",
         params,

@@ -415,7 +415,8 @@ def _series_version(svc: ProjectService, series_id: str) -> tuple[Any, ...]:
     if s is None:
         svc.series.store.get(series_id)  # raises SERIES_NOT_FOUND
     a = svc.db.query_one(
-        "SELECT COUNT(*) AS n, SUM(status='done') AS d, SUM(status='running') AS r, MAX(ended_at) AS e"
+        "SELECT COUNT(*) AS n, SUM(CASE WHEN status='done' THEN 1 ELSE 0 END) AS d,"
+        " SUM(CASE WHEN status='running' THEN 1 ELSE 0 END) AS r, MAX(ended_at) AS e"
         " FROM attempts WHERE series_id=?",
         (series_id,),
     )

@@ -22,7 +22,6 @@ from aqven.project.cases import find_case
 from aqven.project.conform import violation
 from aqven.project.loader import Project
 from aqven.project.local import simulate_enabled
-from aqven.project.paths import DB_FILE, state_dir
 from aqven.project.schema import Case
 from aqven.project.watch import FINGERPRINT_EVERY_S, fingerprint
 from aqven.research.diagnostics.workspace import loaded_diagnostics
@@ -31,7 +30,7 @@ from aqven.research.findings.writing import regenerate
 from aqven.research.holdout import check_case, check_run
 from aqven.research.series.service import SeriesService
 from aqven.store.approvals import Approver
-from aqven.store.db import Database
+from aqven.store.open import project_database
 from aqven.store.records import RunRecord, RunRequest
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
@@ -40,7 +39,7 @@ from aqven.store.series import SeriesStore
 class ProjectService:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
-        self.db = Database(state_dir(self.root) / DB_FILE)
+        self.db = project_database(self.root)
         self.runs = RunStore(self.db)
         self._workspace: Workspace | None = None
         self._checked = 0.0

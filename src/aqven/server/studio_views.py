@@ -398,8 +398,8 @@ def inputs_change(svc: ProjectService, a: SeriesRow, b: SeriesRow) -> InputsChan
     during = []
     for s in (a, b):
         row = svc.db.query_one(
-            "SELECT COUNT(DISTINCT inputs_hash) AS n, SUM(inputs_hash != ?) AS other FROM attempts"
-            " WHERE series_id=? AND inputs_hash IS NOT NULL",
+            "SELECT COUNT(DISTINCT inputs_hash) AS n, SUM(CASE WHEN inputs_hash != ? THEN 1 ELSE 0 END) AS other"
+            " FROM attempts WHERE series_id=? AND inputs_hash IS NOT NULL",
             (s.inputs_hash, s.id),
         )
         if row is not None and ((row["n"] or 0) > 1 or (row["other"] or 0) > 0):

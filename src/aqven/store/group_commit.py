@@ -16,7 +16,6 @@ not written at all, as if the caller had been cancelled before it.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ T = TypeVar("T")
 WAIT_S = 0.002  # the longest a write waits for others to join it
 MAX_WRITES = 64  # a group this big is written at once
 RETRY_S = 0.0002  # a group that found the writer lock taken tries again after this
+RETRIES = 5  # times a group undone by a deadlock runs again
 LOCK_WAIT_S = 1.0  # after this, a group waits for the lock as a plain transaction does (and fails in the end)
 
 
@@ -45,8 +45,16 @@ def _never() -> bool:
 class GroupCommit:
     """The queue of one connection's grouped writes (`Database.grouped`)."""
 
-    def __init__(self, transaction: Callable[..., AbstractContextManager[Any]]) -> None:
+    def __init__(
+        self,
+        transaction: Callable[..., AbstractContextManager[Any]],
+        *,
+        busy: Callable[[BaseException], bool],
+        retryable: Callable[[BaseException], bool],
+    ) -> None:
         self._transaction = transaction  # Database.transaction: `wait=False` fails at once on another's lock
+        self._busy = busy  # the error of a BEGIN that found another process's writer lock (SQLite)
+        self._retryable = retryable  # the error of a write the database undid to break a deadlock (PostgreSQL)
         self._queue: list[_Queued] = []
         self._guard = threading.Lock()  # the queue is appended on the loop's thread, drained on any
         self._ticking = False
@@ -83,35 +91,48 @@ class GroupCommit:
             queued, self._queue = [q for q in self._queue if not q.future.cancelled()], []
         if not queued:
             return True
-        done: list[tuple[_Queued, bool, Any]] = []
-        begun = False
-        try:
-            with self._transaction(wait=wait):
-                begun = True
-                for q in queued:
-                    try:
-                        with self._transaction():  # a savepoint: a write that raises is undone alone
-                            done.append((q, True, q.write()))
-                    except (KeyboardInterrupt, SystemExit):
-                        raise
-                    except BaseException as exc:  # it is raised again in the write's caller
-                        done.append((q, False, exc))
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # the group's BEGIN or COMMIT failed: nothing of it is written
-            if not begun and not wait and is_busy(exc):
-                with self._guard:
-                    self._queue[:0] = queued
-                return False
-            done = [(q, False, exc) for q in queued]
+        for attempt in range(RETRIES + 1):
+            done: list[tuple[_Queued, bool, Any]] = []
+            begun = False
+            try:
+                with self._transaction(wait=wait):
+                    begun = True
+                    for q in queued:
+                        done.append((q, *self._one(q)))
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except _Redo:  # a deadlock with another process undid a write: the whole group runs again
+                if attempt < RETRIES:
+                    continue
+                done = [(q, False, RuntimeError("the store broke a deadlock too often")) for q in queued]
+            except BaseException as exc:  # the group's BEGIN or COMMIT failed: nothing of it is written
+                if not begun and not wait and self._busy(exc):
+                    with self._guard:
+                        self._queue[:0] = queued
+                    return False
+                done = [(q, False, exc) for q in queued]
+            break
         for q, ok, value in done:
             _settle(q.future, ok, value)
         return True
 
+    def _one(self, q: _Queued) -> tuple[bool, Any]:
+        """Write one queued write in a savepoint of its own: one that raises is undone alone. One the database undid
+        to break a deadlock with another process undoes the group (`_Redo`): the locks its earlier writes took may be
+        what the other process waits for, so only a rollback of them all lets it go on."""
+        try:
+            with self._transaction():
+                return True, q.write()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # it is raised again in the write's caller
+            if self._retryable(exc):
+                raise _Redo from exc
+            return False, exc
 
-def is_busy(exc: BaseException) -> bool:
-    """Whether SQLite said another connection holds the lock."""
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+class _Redo(Exception):
+    """A grouped write was undone to break a deadlock: the group's transaction rolls back and runs again."""
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from typing import Any
 from aqven.errors import RUN_NOT_FOUND, NotFoundError
 from aqven.models.outcomes import redact, redact_value, secret_values
 from aqven.store.approvals import Approver
-from aqven.store.db import Database
+from aqven.store.db import Cursor, Database, Row
 from aqven.store.records import RunError, RunRecord, RunRequest, RunStatus, TraceEvent
 
 #: A run's outcome as a person reads it: its attempt's (pass, fail: a check failed) or, by hand, the run's own.
@@ -91,7 +90,7 @@ _INSERT_EVENT = "INSERT INTO events (run_id, seq, ts, kind, node_id, data) VALUE
 _SEQS_KEPT = 10_000  # runs whose last event seq a store remembers (a series runs far fewer at once)
 
 
-def _max_seq(cur: sqlite3.Cursor, run_id: str) -> int:
+def _max_seq(cur: Cursor, run_id: str) -> int:
     row = cur.execute("SELECT COALESCE(MAX(seq), 0) AS s FROM events WHERE run_id=?", (run_id,)).fetchone()
     return int(row["s"])
 
@@ -156,12 +155,13 @@ class RunStore:
         self, run_id: str, *, input_tokens: int, output_tokens: int, cost: Decimal | None, simulated: bool
     ) -> None:
         with self.db.transaction() as cur:
-            row = cur.execute("SELECT cost_usd FROM runs WHERE id=?", (run_id,)).fetchone()
+            # Read to be written: locked until the commit where rows are locked (another process may add too).
+            row = cur.execute(f"SELECT cost_usd FROM runs WHERE id=?{self.db.for_update}", (run_id,)).fetchone()
             total = Decimal(row["cost_usd"]) + (cost or Decimal(0))
             cur.execute(
                 "UPDATE runs SET input_tokens=input_tokens+?, output_tokens=output_tokens+?, cost_usd=?,"
-                " unpriced_calls=unpriced_calls+?, model_calls=model_calls+1, simulated=MAX(simulated, ?)"
-                " WHERE id=?",
+                " unpriced_calls=unpriced_calls+?, model_calls=model_calls+1,"
+                " simulated=CASE WHEN ?=1 THEN 1 ELSE simulated END WHERE id=?",
                 (input_tokens, output_tokens, str(total), int(cost is None), int(simulated), run_id),
             )
 
@@ -241,7 +241,7 @@ class RunStore:
         marks = ",".join("?" for _ in statuses)
         return [r["id"] for r in self.db.query(f"SELECT id FROM runs WHERE status IN ({marks})", statuses)]
 
-    def _record(self, row: sqlite3.Row) -> RunRecord:
+    def _record(self, row: Row) -> RunRecord:
         error = None
         if row["error_message"]:
             error = RunError.model_validate(json.loads(row["error_message"]))
@@ -300,8 +300,9 @@ class RunStore:
             last = self._last_seq.get(run_id)
             seq = last[1] + 1 if last is not None and last[0] == self.db.generation else _max_seq(cur, run_id) + 1
             try:
-                cur.execute(_INSERT_EVENT, (run_id, seq, ts, kind, node_id, payload))
-            except sqlite3.IntegrityError:
+                with self.db.undoable():
+                    cur.execute(_INSERT_EVENT, (run_id, seq, ts, kind, node_id, payload))
+            except self.db.IntegrityError:
                 seq = _max_seq(cur, run_id) + 1
                 cur.execute(_INSERT_EVENT, (run_id, seq, ts, kind, node_id, payload))
             self._remember_seq(run_id, seq)
@@ -354,8 +355,10 @@ class RunStore:
         who = by or Approver("rest")
         with self.db.transaction() as cur:
             cur.execute(
-                "INSERT OR REPLACE INTO human_answers (run_id, node_id, answer, answered_at, channel, confirmed,"
-                " person, proof) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO human_answers (run_id, node_id, answer, answered_at, channel, confirmed, person, proof)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, node_id) DO UPDATE SET answer=excluded.answer,"
+                " answered_at=excluded.answered_at, channel=excluded.channel, confirmed=excluded.confirmed,"
+                " person=excluded.person, proof=excluded.proof",
                 (
                     run_id,
                     node_id,

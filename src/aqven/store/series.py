@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from typing import Any
 
 from aqven.errors import ATTEMPT_NOT_FOUND, SERIES_NOT_FOUND, NotFoundError
 from aqven.models.outcomes import redact
-from aqven.store.db import Database
+from aqven.store.db import Cursor, Database, Row
 from aqven.store.runs import new_id, now_iso
 from aqven.store.series_records import AttemptRow, SeriesPlan, SeriesRow
 
@@ -26,12 +25,10 @@ def _l(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def _insert_attempts(
-    cur: sqlite3.Cursor, series_id: str, attempts: list[dict[str, Any]], *, or_ignore: bool = False
-) -> None:
+def _insert_attempts(cur: Cursor, series_id: str, attempts: list[dict[str, Any]], *, or_ignore: bool = False) -> None:
     cur.executemany(
-        f"INSERT{' OR IGNORE' if or_ignore else ''} INTO attempts"
-        " (series_id, idx, case_name, dataset_id, side, variant_id, rep, seed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO attempts (series_id, idx, case_name, dataset_id, side, variant_id, rep, seed)"
+        f" VALUES (?, ?, ?, ?, ?, ?, ?, ?){' ON CONFLICT DO NOTHING' if or_ignore else ''}",
         [
             (series_id, a["idx"], a["case_name"], a["dataset_id"], a["side"], a["variant_id"], a["rep"], a["seed"])
             for a in attempts
@@ -87,7 +84,10 @@ class SeriesStore:
 
         `cells` ((side, variant, case, queued attempts) of the whole series) is given when `attempts` holds only
         the series' first rows: `add_attempts` writes the rest (research/series/fill.py). Without it the tallies
-        are counted from `attempts`."""
+        are counted from `attempts`.
+
+        Two starts with one client_op_id make one series whichever backend, however many processes: the UNIQUE
+        constraint decides (`ON CONFLICT DO NOTHING`), and the one that lost reads the winner's id."""
         with self.db.transaction() as cur:
             if client_op_id is not None:
                 row = cur.execute("SELECT id FROM series WHERE client_op_id=?", (client_op_id,)).fetchone()
@@ -97,7 +97,8 @@ class SeriesStore:
             cur.execute(
                 "INSERT INTO series (id, kind, experiment_id, on_side, status, created_at, client_op_id, plan, cap_usd,"
                 " project_cap_usd, project_cap_source, pause, inputs_hash, inputs, simulated, active_since, order_seed,"
-                " sim_seed, token_cap) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " sim_seed, token_cap) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (client_op_id) DO NOTHING",
                 (
                     sid,
                     kind,
@@ -120,6 +121,9 @@ class SeriesStore:
                     token_cap,
                 ),
             )
+            if cur.rowcount == 0:  # another start with this client_op_id committed first
+                row = cur.execute("SELECT id FROM series WHERE client_op_id=?", (client_op_id,)).fetchone()
+                return row["id"], False
             _insert_attempts(cur, sid, attempts)
             # Its tallies (store/db.py migrations 8, 9): all queued, at seq 0; later changes reach them through the
             # trigger.
@@ -236,7 +240,7 @@ class SeriesStore:
         self._plans[series_id] = plan
         return plan
 
-    def _series(self, row: sqlite3.Row, plan_text: str | None = None) -> SeriesRow:
+    def _series(self, row: Row, plan_text: str | None = None) -> SeriesRow:
         return SeriesRow(
             id=row["id"],
             kind=row["kind"],
@@ -401,7 +405,7 @@ class SeriesStore:
                 (spent_before, series_id, idx),
             )
 
-    def _attempt(self, row: sqlite3.Row) -> AttemptRow:
+    def _attempt(self, row: Row) -> AttemptRow:
         # Rows come from our own schema: skip validation (a 10,000-attempt series is read per snapshot).
         return AttemptRow(
             series_id=row["series_id"],

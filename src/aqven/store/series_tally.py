@@ -172,8 +172,7 @@ class KeptTally:
         extra: tuple[str, ...] = () if side is None else (side,)
         with self._lock:
             with db.reading() as conn:
-                cur = conn.cursor()
-                cur.row_factory = None  # plain tuples: Row lookups by name cost, and a first read walks every cell
+                cur = conn.tuples()  # Row lookups by name cost, and a first read walks every cell
                 seq = cur.execute(_SEQ, (sid,)).fetchone()
                 # A first read skips the cells that count nothing (n = 0): a later change of one finds no old row.
                 changed = _sided(_CHANGED if self.seq >= 0 else _CHANGED + " AND n>0", side)

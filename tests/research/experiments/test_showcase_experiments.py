@@ -28,9 +28,9 @@ from aqven.research.experiments import schema as es
 from aqven.research.experiments.loading import load_experiments, selected_cases
 from aqven.research.experiments.schema import ExperimentSource
 from aqven.research.experiments.variants import variant_patch
-from aqven.store.db import Database
 from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore
+from aqven.store.sqlite_db import SqliteDatabase
 from support.paths import REPO
 
 TEMPLATE = REPO / "src" / "aqven" / "templates" / "showcase"
@@ -277,7 +277,7 @@ async def test_every_variant_runs_on_a_working_case(
     monkeypatch.setenv("AQVEN_SIM_LATENCY_SCALE", "0")
     exp = experiments[exp_id]
     case = first_dev_case(project, exp)
-    runs = RunStore(Database(tmp_path / "aqven.sqlite"))
+    runs = RunStore(SqliteDatabase(tmp_path / "aqven.sqlite"))
     engine = Engine(project, runs, patch_for=lambda req: variant_patch(project, exp, req.variant_id or ""))
     request = RunRequest(
         flow_id=exp.spec.subject.flow,

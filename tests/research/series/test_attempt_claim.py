@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -20,6 +20,7 @@ from aqven.research.series.start import SeriesStartBody
 from aqven.research.series.workers import WorkerDied
 from aqven.server.service import ProjectService
 from aqven.store.runs import new_id
+from aqven.store.sqlite_db import SqliteDatabase
 from support.series_kit import case_names, write_tiny
 
 RATE = SeriesStartBody.model_validate({"experiment_id": "rate", "on": "dev", "simulate": True})
@@ -82,9 +83,11 @@ def test_with_workers_the_server_writes_nothing_per_attempt(
             out = await svc.series.start(RATE)
             sid = out["series"]["series_id"]
             # From here on every statement of the server's own connection is seen.
-            svc.db._conn.set_trace_callback(lambda sql: written.append(sql) if WRITES.match(sql) else None)
+            cast(SqliteDatabase, svc.db)._conn.set_trace_callback(
+                lambda sql: written.append(sql) if WRITES.match(sql) else None
+            )
             state = await _settle(svc, sid)
-            svc.db._conn.set_trace_callback(None)
+            cast(SqliteDatabase, svc.db)._conn.set_trace_callback(None)
             assert state["status"] == "done" and state["progress"]["done"] == 20
             attempts = svc.series.store.attempts(sid)
             assert all(a.status == "done" and a.run_id for a in attempts)
@@ -147,9 +150,11 @@ def test_attempts_side_by_side_share_their_commits(tiny_env: Path, tmp_path: Pat
         try:
             out = await svc.series.start(RATE)
             sid = out["series"]["series_id"]
-            svc.db._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+            cast(SqliteDatabase, svc.db)._conn.set_trace_callback(
+                lambda sql: commits.append(sql) if sql == "COMMIT" else None
+            )
             state = await _settle(svc, sid)
-            svc.db._conn.set_trace_callback(None)
+            cast(SqliteDatabase, svc.db)._conn.set_trace_callback(None)
             assert state["status"] == "done"
             return state["progress"]["done"], len(commits)
         finally:

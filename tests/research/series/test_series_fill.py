@@ -16,9 +16,9 @@ from aqven.research.series import fill, start
 from aqven.research.series.order import attempt_plan, attempt_seed, case_order, seed_key
 from aqven.research.series.start import SeriesStartBody, prepare_series
 from aqven.server.service import ProjectService
-from aqven.store.db import Database
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
+from aqven.store.sqlite_db import SqliteDatabase
 from support.series_kit import case_names, write_tiny
 from support.series_rows import create_series
 
@@ -93,7 +93,7 @@ def _cells_match_rows(store: SeriesStore, sid: str) -> bool:
 def test_rows_written_in_chunks_are_the_rows_of_the_attempt_plan(
     small_chunks: None, tmp_path: Path, cases: int, variants: tuple[str, ...], repeats: int
 ) -> None:
-    store = SeriesStore(Database(tmp_path / "db.sqlite"))
+    store = SeriesStore(SqliteDatabase(tmp_path / "db.sqlite"))
     plan = _plan(cases, variants, repeats)
     sid = _create(store, plan, order_seed=11, sim_seed=22)
     assert store.attempt_count(sid) == min(7, fill.total_attempts(plan))
@@ -105,7 +105,7 @@ def test_rows_written_in_chunks_are_the_rows_of_the_attempt_plan(
 
 
 def test_a_fill_stopped_half_way_is_completed_the_same_way(small_chunks: None, tmp_path: Path) -> None:
-    store = SeriesStore(Database(tmp_path / "db.sqlite"))
+    store = SeriesStore(SqliteDatabase(tmp_path / "db.sqlite"))
     plan = _plan()
     sid = _create(store, plan, order_seed=5, sim_seed=6)
 
@@ -118,13 +118,13 @@ def test_a_fill_stopped_half_way_is_completed_the_same_way(small_chunks: None, t
 
     assert fill.write_missing(store, sid, StopAfterTwoChunks()) == 10  # as a server stopping mid-way leaves it
     assert store.attempt_count(sid) == 17
-    assert fill.write_missing(SeriesStore(Database(tmp_path / "db.sqlite")), sid) == 54 - 17
+    assert fill.write_missing(SeriesStore(SqliteDatabase(tmp_path / "db.sqlite")), sid) == 54 - 17
     assert _rows(store, sid) == _expected(plan, order_seed=5, sim_seed=6, experiment_id="e")
 
 
 def test_a_series_created_with_all_its_rows_is_left_alone(tmp_path: Path) -> None:
     """A series written in one go (no seeds: an older one, or a test's) is never added to."""
-    store = SeriesStore(Database(tmp_path / "db.sqlite"))
+    store = SeriesStore(SqliteDatabase(tmp_path / "db.sqlite"))
     plan = _plan(cases=2, variants=("a",), repeats=1)
     rows = [
         {"idx": 0, "case_name": "case_00", "dataset_id": "d", "side": "holdout", "variant_id": "a", "rep": 0, "seed": 1}

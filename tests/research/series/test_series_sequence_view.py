@@ -14,10 +14,10 @@ import pytest
 
 from aqven.models.outcomes import PROVIDER_RATE_LIMITED
 from aqven.research.series.early import sequence_view
-from aqven.store.db import Database
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import _RATE_LIMITED, TallyCache, read_tally
+from aqven.store.sqlite_db import SqliteDatabase
 from support.series_rows import attempt_rows, create_series
 
 
@@ -58,7 +58,7 @@ def _series(store: SeriesStore, rng: random.Random) -> tuple[str, int]:
 @pytest.mark.parametrize("seed", range(10))
 def test_the_prefix_from_the_tally_equals_the_prefix_from_the_rows(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
-    store = SeriesStore(Database(tmp_path / "db.sqlite"))
+    store = SeriesStore(SqliteDatabase(tmp_path / "db.sqlite"))
     sid, _ = _series(store, rng)
     cache = TallyCache()
     seen_open_by_rate_limit = False
@@ -98,7 +98,7 @@ def test_the_prefix_from_the_tally_equals_the_prefix_from_the_rows(tmp_path: Pat
 
 def test_the_rate_limited_read_goes_along_its_index(tmp_path: Path) -> None:
     """The finished rate-limited attempts are found along the partial index, not by a walk of every attempt."""
-    store = SeriesStore(Database(tmp_path / "db.sqlite"))
+    store = SeriesStore(SqliteDatabase(tmp_path / "db.sqlite"))
     sid, _ = _series(store, random.Random(1))
     plan = store.db.query("EXPLAIN QUERY PLAN " + _RATE_LIMITED, (sid,))
     assert any("attempts_rate_limited" in r["detail"] for r in plan), [r["detail"] for r in plan]

@@ -16,11 +16,11 @@ import pytest
 from aqven.research.series import view
 from aqven.research.series.view import snapshot
 from aqven.research.stats.series_verdict import compute_verdict
-from aqven.store.db import Database
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
 from aqven.store.series_tally import COUNTED, TallyCache
+from aqven.store.sqlite_db import SqliteDatabase
 from support.series_rows import attempt_rows, create_series
 
 QUESTIONS = [
@@ -62,7 +62,7 @@ def test_a_kept_snapshot_equals_a_fresh_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, question: dict[str, Any], stop_early: bool
 ) -> None:
     rng = random.Random(7)
-    db = Database(tmp_path / "db.sqlite")
+    db = SqliteDatabase(tmp_path / "db.sqlite")
     store, runs = SeriesStore(db), RunStore(db)
     sid, n = _series(store, question, stop_early)
     computed: list[int] = []
@@ -107,7 +107,7 @@ def test_a_slow_verdict_is_computed_again_only_once_it_is_fifty_times_its_cost_o
     """A big series' provisional verdict (SLOW_VERDICT_S or more to compute) is not computed at every poll that
     finds a change: polling then costs the server at most 1/VERDICT_SHARE of its time. The counts beside it are
     fresh at every poll, and once the verdict is old enough it is the fresh one again."""
-    db = Database(tmp_path / "db.sqlite")
+    db = SqliteDatabase(tmp_path / "db.sqlite")
     store, runs = SeriesStore(db), RunStore(db)
     sid, n = _series(store, QUESTIONS[1], False)
     clock = [1000.0]

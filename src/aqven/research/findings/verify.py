@@ -29,10 +29,11 @@ import yaml
 from aqven import ENGINE_VERSION
 from aqven.errors import NotFoundError
 from aqven.people import load, reverify
-from aqven.project.paths import DB_FILE, state_dir
 from aqven.research.findings.records import SEALED_FROM, finding_key, is_intact, read_findings, seal_matches
 from aqven.research.stats.series_verdict import compute_verdict
 from aqven.store.db import Database
+from aqven.store.location import store_of
+from aqven.store.open import open_database
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import ENDED, AttemptRow
 from aqven.store.series_tally import read_tally
@@ -118,10 +119,10 @@ class Verifier:
 
     def _store(self) -> SeriesStore | None:
         if self._db is None:
-            path = state_dir(self.root) / DB_FILE
-            if not path.is_file():
-                return None
-            self._db = Database(path)
+            location = store_of(self.root)
+            if location.path is not None and not location.path.is_file():
+                return None  # no SQLite file yet: nothing ran here
+            self._db = open_database(location)
             self._own = True
         return SeriesStore(self._db)
 

@@ -29,12 +29,11 @@ from aqven.engine.runner import Engine
 from aqven.models import rate_limit
 from aqven.models.gate import CpuGate, held
 from aqven.models.masked_output import mask_output
-from aqven.project.paths import DB_FILE, state_dir
 from aqven.project.watch import FINGERPRINT_EVERY_S, Fingerprint, fingerprint
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.series.attempt import run_owned
 from aqven.research.series.workers import Outbox, read_pipe, write
-from aqven.store.db import Database
+from aqven.store.open import project_database
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import AttemptRow, SeriesRow
@@ -74,7 +73,7 @@ class Live:
 
 class Worker:
     def __init__(self, root: Path, out: Outbox) -> None:
-        db = Database(state_dir(root) / DB_FILE)
+        db = project_database(root)
         self.runs = RunStore(db)
         self.store = SeriesStore(db)
         self.live = Live(root, self.runs)

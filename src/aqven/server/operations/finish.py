@@ -44,7 +44,8 @@ def finish_estimate(svc: ProjectService, series_id: str) -> FinishEstimate:
     s = svc.series.store.get(series_id)
     working = " AND side='dev'" if reads_held_out(s) else ""  # a look prices from its working attempts only
     row = svc.db.query_one(
-        f"SELECT COUNT(*) AS n, SUM(status='done') AS d FROM attempts WHERE series_id=?{working}",
+        "SELECT COUNT(*) AS n, SUM(CASE WHEN status='done' THEN 1 ELSE 0 END) AS d FROM attempts"
+        f" WHERE series_id=?{working}",
         (series_id,),
     )
     total, done = (row["n"] or 0, row["d"] or 0) if row else (0, 0)

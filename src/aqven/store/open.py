@@ -1,0 +1,32 @@
+"""Open a project's store on its backend (store/location.py says which)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aqven.errors import STORE_UNAVAILABLE, AqvenError
+from aqven.store.db import Database
+from aqven.store.location import StoreLocation, store_of
+from aqven.store.sqlite_db import SqliteDatabase
+
+
+def open_database(location: StoreLocation) -> Database:
+    """The database at `location`. PostgreSQL's driver comes with the extra `aqven[postgres]`."""
+    if location.backend == "sqlite":
+        assert location.path is not None
+        return SqliteDatabase(location.path)
+    assert location.dsn is not None
+    try:
+        from aqven.store.postgres_db import PostgresDatabase
+    except ImportError:
+        raise AqvenError(
+            f"the store {location.shown} is PostgreSQL, and its driver is not installed",
+            code=STORE_UNAVAILABLE,
+            hint="pip install 'aqven[postgres]'",
+        ) from None
+    return PostgresDatabase(location.dsn)
+
+
+def project_database(root: Path) -> Database:
+    """The database of the project at `root`, where its settings put it."""
+    return open_database(store_of(root))

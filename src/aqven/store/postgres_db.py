@@ -1,0 +1,254 @@
+"""The PostgreSQL backend: a team's shared record, with the same guarantees as the SQLite file.
+
+The stores write the SQL both dialects share with `?` for parameters; here it becomes psycopg's (`%s`, a literal
+`%` doubled), once per distinct text. Rows read as sqlite3.Row does (by name or position). There is no global
+writer lock: each check-then-act of the stores is a constraint (`ON CONFLICT`), a conditional UPDATE or a row
+lock (`for_update`), so several processes write side by side; a deadlock PostgreSQL breaks undoes a group of
+grouped writes, which runs again (store/group_commit.py). A connection lost (the server restarted) is made anew
+on the next use; the transaction it was in fails, as it would have on SQLite had the process died.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any, TypeVar, cast
+
+import psycopg
+import psycopg.errors
+from psycopg.adapt import Buffer, Loader
+from psycopg.rows import RowMaker
+
+from aqven.errors import STORE_UNAVAILABLE, AqvenError
+from aqven.store.db import Cursor, Database, Params, Reader
+from aqven.store.location import shown_dsn
+from aqven.store.schema import SCHEMA_VERSION, check_version, postgres_statements
+
+T = TypeVar("T")
+
+CONNECT_WAIT_S = 30.0  # how long a lost connection is tried again (a PostgreSQL restart takes a few seconds)
+_MIGRATION_LOCK = 0x6171_7665_6E00  # "aqven": one process migrates at a time
+
+
+@functools.lru_cache(maxsize=4096)
+def to_postgres(sql: str) -> str:
+    """`sql` with psycopg's placeholders: `?` outside quotes becomes `%s`, every `%` is doubled."""
+    out: list[str] = []
+    quote: str | None = None
+    for ch in sql:
+        if ch == "%":
+            out.append("%%")
+        elif quote is not None:
+            out.append(ch)
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+            out.append(ch)
+        elif ch == "?":
+            out.append("%s")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class PgRow(tuple[Any, ...]):
+    """A row by position or column name, as sqlite3.Row reads."""
+
+    __slots__ = ()
+    _index: dict[str, int]
+    _names: list[str]
+
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+@functools.lru_cache(maxsize=1024)
+def _row_class(names: tuple[str, ...]) -> type[PgRow]:
+    return type("PgRow", (PgRow,), {"_index": {n: i for i, n in enumerate(names)}, "_names": list(names)})
+
+
+def _rows(cursor: Any) -> RowMaker[Any]:
+    if cursor.description is None:
+        return tuple
+    return _row_class(tuple(c.name for c in cursor.description))
+
+
+class _WholeNumeric(Loader):
+    """NUMERIC as an int when whole: a SUM of integer columns is NUMERIC in PostgreSQL and an int in SQLite. No
+    column of the schema is NUMERIC (money is TEXT), so nothing else reads through here."""
+
+    def load(self, data: Buffer) -> Any:
+        text = bytes(data).decode()
+        if "." in text or "N" in text:  # a fraction, or NaN
+            return Decimal(text)
+        return int(text)
+
+
+class _PgCursor:
+    """A psycopg cursor that takes the stores' SQL."""
+
+    __slots__ = ("_cur",)
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+    def execute(self, sql: str, params: Params = (), /) -> _PgCursor:
+        self._cur.execute(to_postgres(sql), params)
+        return self
+
+    def executemany(self, sql: str, params: Any, /) -> _PgCursor:
+        self._cur.executemany(to_postgres(sql), params)
+        return self
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cur.fetchall()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cur)
+
+    def close(self) -> None:
+        self._cur.close()
+
+
+class _PgReader:
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Params = (), /) -> _PgCursor:
+        return _PgCursor(self._conn.cursor()).execute(sql, params)
+
+    def tuples(self) -> _PgCursor:
+        return _PgCursor(self._conn.cursor())  # its rows are tuples already
+
+
+def connect(dsn: str) -> psycopg.Connection[Any]:
+    """A connection in autocommit (transactions are begun by hand, as on SQLite), or STORE_UNAVAILABLE."""
+    try:
+        conn = psycopg.connect(dsn, autocommit=True, row_factory=_rows, connect_timeout=10, application_name="aqven")
+    except psycopg.Error as exc:
+        raise AqvenError(
+            f"cannot reach the store {shown_dsn(dsn)}: {_first_line(exc)}",
+            code=STORE_UNAVAILABLE,
+            hint="is PostgreSQL running there, and may this user connect? (a password goes in ~/.pgpass or"
+            " PGPASSWORD, not in the project folder)",
+        ) from None
+    conn.adapters.register_loader("numeric", _WholeNumeric)
+    return conn
+
+
+def _first_line(exc: BaseException) -> str:
+    """The error without the DSN it may quote: its first line, the password masked."""
+    return shown_dsn(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+
+
+class PostgresDatabase(Database):
+    """The project database in a PostgreSQL database."""
+
+    dialect = "postgresql"
+    for_update = " FOR UPDATE"
+    IntegrityError = psycopg.errors.IntegrityError
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__()
+        self.dsn = dsn
+        self._conn = connect(dsn)
+        self._migrate()
+        self._readers = threading.local()
+        self._reader_conns: list[psycopg.Connection[Any]] = []
+
+    @property
+    def location(self) -> str:
+        return shown_dsn(self.dsn)
+
+    # ---- connections ----
+
+    def _live(self) -> psycopg.Connection[Any]:
+        """The writer connection, made anew when it was lost (PostgreSQL restarted, a network cut)."""
+        if self._conn.closed or self._conn.broken:
+            self._conn = _reconnect(self.dsn)
+        return self._conn
+
+    def _writer(self) -> Cursor:
+        return cast(Cursor, _PgCursor(self._live().cursor()))
+
+    def _begin(self, cur: Cursor, *, wait: bool) -> None:
+        cur.execute("BEGIN")
+
+    def _undo(self, cur: Cursor, outer: bool) -> None:
+        if self._conn.broken:  # the connection is gone, and the transaction with it
+            return
+        super()._undo(cur, outer)
+
+    def _read(self, step: Callable[[], T]) -> T:
+        return step()
+
+    def json_field(self, column: str, key: str) -> str:
+        return f"({column}::json ->> '{key}')"
+
+    def is_retryable(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
+
+    @contextmanager
+    def reading(self) -> Iterator[Reader]:
+        conn: psycopg.Connection[Any] | None = getattr(self._readers, "conn", None)
+        if conn is None or conn.closed or conn.broken:
+            conn = _reconnect(self.dsn)
+            self._readers.conn = conn
+            with self._lock:
+                self._reader_conns.append(conn)
+        # One snapshot for the whole read, as a WAL read transaction gives on SQLite.
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            yield cast(Reader, _PgReader(conn))
+        finally:
+            if not conn.broken:
+                conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self.transaction() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
+            cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
+            row = cur.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
+            current = check_version(row["v"] or 0, hint="upgrade AQVEN, or point store: at a database of this version")
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in postgres_statements(version):
+                    cur.execute(statement)
+                cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
+            self._conn.close()
+
+
+def _reconnect(dsn: str) -> psycopg.Connection[Any]:
+    """A new connection, tried for up to CONNECT_WAIT_S while the server comes back."""
+    deadline = time.monotonic() + CONNECT_WAIT_S
+    while True:
+        try:
+            return connect(dsn)
+        except AqvenError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
