@@ -113,6 +113,15 @@ class Database(ABC):
     def json_field(self, column: str, key: str) -> str:
         """The SQL for the text of `key` in the JSON object of `column`."""
 
+    def announce(self, cur: Cursor, channel: str, payload: str) -> None:
+        """Tell other processes that something on `channel` changed, when the transaction of `cur` commits. On
+        SQLite nothing crosses processes: a reader there looks again by itself (every 0.5 s)."""
+
+    def listen(self, channel: str, heard: Callable[[str], None]) -> Callable[[], None]:
+        """Call `heard(payload)` (on another thread) for each announcement on `channel` by any process; the answer
+        stops listening. On SQLite no process announces anything."""
+        return lambda: None
+
     def is_busy(self, exc: BaseException) -> bool:
         """Whether `exc` says another connection holds the lock a transaction needs to begin."""
         return False

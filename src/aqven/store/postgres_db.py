@@ -201,6 +201,22 @@ class PostgresDatabase(Database):
     def _read(self, step: Callable[[], T]) -> T:
         return step()
 
+    def announce(self, cur: Cursor, channel: str, payload: str) -> None:
+        cur.execute("SELECT pg_notify(?, ?)", (channel, payload))  # delivered at the commit, or never
+
+    def listen(self, channel: str, heard: Callable[[str], None]) -> Callable[[], None]:
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=_listen, args=(self.dsn, channel, heard, stop), name=f"listen-{channel}", daemon=True
+        )
+        thread.start()
+
+        def stop_listening() -> None:
+            stop.set()
+            thread.join(timeout=2)
+
+        return stop_listening
+
     def json_field(self, column: str, key: str) -> str:
         return f"({column}::json ->> '{key}')"
 
@@ -240,6 +256,26 @@ class PostgresDatabase(Database):
                 conn.close()
             self._reader_conns.clear()
             self._conn.close()
+
+
+def _listen(dsn: str, channel: str, heard: Callable[[str], None], stop: threading.Event) -> None:
+    """LISTEN on a connection of its own until `stop`; a lost connection is made again (announcements made while
+    it was gone are missed: a listener also looks by itself, as on SQLite)."""
+    while not stop.is_set():
+        try:
+            conn = connect(dsn)
+        except AqvenError:
+            stop.wait(1.0)
+            continue
+        try:
+            conn.execute(f"LISTEN {channel}")
+            while not stop.is_set():
+                for note in conn.notifies(timeout=0.5):
+                    heard(note.payload)
+        except psycopg.Error:
+            stop.wait(0.5)
+        finally:
+            conn.close()
 
 
 def _reconnect(dsn: str) -> psycopg.Connection[Any]:
