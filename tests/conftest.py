@@ -1,14 +1,17 @@
-"""Shared fixtures: a showcase project on disk, the series tests' tiny project, and clean-up of spawned
-servers. Helpers live in tests/support/ (importable as `support`)."""
+"""Shared fixtures: a showcase project on disk, the series tests' tiny project, clean-up of spawned servers, and
+a real PostgreSQL (support/postgres.py). Helpers live in tests/support/ (importable as `support`)."""
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
+from support import postgres
 from support.commands import stop_server
 
 
@@ -58,3 +61,63 @@ def file_order(monkeypatch: pytest.MonkeyPatch) -> None:
     """Series run their cases in file order instead of the order their secret seed draws (the server runs in
     this process): for the tests whose cases must finish in a known order."""
     monkeypatch.setattr("aqven.research.series.order.case_order", lambda cases, seed: list(cases))
+
+
+def _no_postgres(e: postgres.PostgresUnavailable) -> NoReturn:
+    """A test that needs PostgreSQL fails saying what is missing (or, with AQVEN_TEST_NO_POSTGRES=1, skips)."""
+    if postgres.skip_wanted():
+        raise pytest.skip.Exception(str(e)) from None
+    raise pytest.fail.Exception(str(e), pytrace=False) from None
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PostgreSQL server where the tests may create databases (its superuser's DSN): AQVEN_TEST_POSTGRES's, or
+    else one private cluster for the whole run, shared by the pytest-xdist workers and stopped after the last."""
+    try:
+        postgres.need_driver()
+        if dsn := postgres.external_server():
+            yield dsn
+            return
+        base = tmp_path_factory.getbasetemp()
+        shared = postgres.SharedCluster(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+        cluster = shared.acquire()
+    except postgres.PostgresUnavailable as e:
+        _no_postgres(e)
+    atexit.register(shared.release)  # should the session end without its finalizers
+    try:
+        yield cluster.dsn
+    finally:
+        shared.release()
+
+
+@pytest.fixture
+def pg_database(postgres_dsn: str) -> Iterator[str]:
+    """The DSN of a fresh, empty database of its own, dropped after the test."""
+    dsn = postgres.create_database(postgres_dsn)
+    try:
+        yield dsn
+    finally:
+        postgres.drop_database(postgres_dsn, dsn)
+
+
+@pytest.fixture
+def pg_cluster() -> Iterator[postgres.Cluster]:
+    """A private cluster of the test's own, durable (fsync on), for tests that stop, start or crash the server
+    (`restart_immediate`) without cutting off another test's connections; stopped and removed after."""
+    try:
+        postgres.need_driver()
+        with postgres.private_cluster(durable=True) as cluster:
+            yield cluster
+    except postgres.PostgresUnavailable as e:
+        _no_postgres(e)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """The store a test runs on, once per backend: None for SQLite (no store setting: the project's own
+    .aqven/aqven.sqlite, as always), or the postgresql:// DSN of a fresh, empty database."""
+    if request.param == "sqlite":
+        return None
+    dsn: str = request.getfixturevalue("pg_database")
+    return dsn
