@@ -94,6 +94,7 @@ def create_app(root: Path, *, access: Access | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.resume_interrupted()
+        service.listen()
         warming = asyncio.get_running_loop().run_in_executor(None, service.warm)
         yield
         with contextlib.suppress(Exception):

@@ -24,6 +24,7 @@ from aqven import __version__
 from aqven.errors import SERVER_STOP_FAILED, ServerError
 from aqven.project.paths import state_dir
 from aqven.server.security import HOST, Access, health_proof
+from aqven.store.open import hold_store
 
 SERVER_FILE = "server.json"
 LOCK_TRIES = 10  # × 50 ms: how long a starting server waits for the project's lock before refusing
@@ -215,6 +216,11 @@ def serve(root: Path, port: int = 0) -> None:
     mask_output()  # before uvicorn's logging takes the streams: a key a project's code prints is logged masked
     root = root.resolve()
     lock = _lock_or_refuse(root)
+    try:
+        release_store = hold_store(root, f"aqven serve {root.name} on {socket.gethostname()} pid {os.getpid()}")
+    except BaseException:
+        lock.release()
+        raise
     existing = read_server(root)
     if existing is not None and existing.get("healthy"):
         raise ServerError(
@@ -237,6 +243,7 @@ def serve(root: Path, port: int = 0) -> None:
             signal.signal(sig, handler)
         release(root)
         sock.close()
+        release_store()
         lock.release()
 
 

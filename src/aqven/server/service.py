@@ -11,6 +11,7 @@ import contextlib
 import random
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from aqven.research.findings.writing import regenerate
 from aqven.research.holdout import check_case, check_run
 from aqven.research.series.service import SeriesService
 from aqven.store.approvals import Approver
+from aqven.store.db import SERIES_CHANNEL
 from aqven.store.open import project_database
 from aqven.store.records import RunRecord, RunRequest
 from aqven.store.runs import RunStore
@@ -49,6 +51,7 @@ class ProjectService:
         self._tasks: dict[str, asyncio.Task[RunRecord]] = {}
         self._engine: tuple[Workspace, Engine] | None = None
         self.series = SeriesService(self.workspace, self.engine, self.runs, SeriesStore(self.db))
+        self._unlisten: Callable[[], None] = lambda: None
 
     # ---- project ----
 
@@ -213,7 +216,19 @@ class ProjectService:
         self.series.runner.resume_all()
         return ids
 
+    def listen(self) -> None:
+        """Hear the status changes other processes announce on the store (a worker, a colleague's command on a
+        shared store) and wake this server's waiters as its own changes do (a series_get long poll, Studio)."""
+        loop = asyncio.get_running_loop()
+
+        def heard(series_id: str) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                asyncio.run_coroutine_threadsafe(self.series.runner.notify(), loop)
+
+        self._unlisten = self.db.listen(SERIES_CHANNEL, heard)
+
     async def shutdown(self) -> None:
+        self._unlisten()
         await self.series.runner.shutdown()
         for task in list(self._tasks.values()):
             task.cancel()

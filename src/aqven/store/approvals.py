@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from aqven.store.db import Database
+from aqven.store.db import SERIES_CHANNEL, Database
 
 Channel = Literal["studio", "terminal", "rest"]
 CHANNELS: tuple[str, ...] = ("studio", "terminal", "rest")
@@ -56,6 +56,7 @@ def transition_recorded(
         )
         if cur.rowcount != 1:
             return False
+        db.announce(cur, SERIES_CHANNEL, series_id)
         row = cur.execute("SELECT COALESCE(MAX(seq), 0) + 1 AS n FROM approvals WHERE series_id=?", (series_id,))
         seq = row.fetchone()["n"]
         cur.execute(

@@ -20,6 +20,8 @@ from aqven.store.group_commit import GroupCommit
 T = TypeVar("T")
 
 Params = Sequence[Any] | dict[str, Any]
+#: Where a change of a series' status is announced to other processes (`Database.announce`), with its id.
+SERIES_CHANNEL = "aqven_series"
 Dialect = Literal["sqlite", "postgresql"]
 
 
@@ -116,6 +118,7 @@ class Database(ABC):
     def announce(self, cur: Cursor, channel: str, payload: str) -> None:
         """Tell other processes that something on `channel` changed, when the transaction of `cur` commits. On
         SQLite nothing crosses processes: a reader there looks again by itself (every 0.5 s)."""
+        return None
 
     def listen(self, channel: str, heard: Callable[[str], None]) -> Callable[[], None]:
         """Call `heard(payload)` (on another thread) for each announcement on `channel` by any process; the answer

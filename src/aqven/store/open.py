@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from aqven.errors import STORE_UNAVAILABLE, AqvenError
@@ -30,3 +31,15 @@ def open_database(location: StoreLocation) -> Database:
 def project_database(root: Path) -> Database:
     """The database of the project at `root`, where its settings put it."""
     return open_database(store_of(root))
+
+
+def hold_store(root: Path, holder: str) -> Callable[[], None]:
+    """Hold the project's store for this server's life (the answer lets go). A SQLite file needs nothing more than
+    the server's file lock (`.aqven/server.lock`); a PostgreSQL store is shared, so a second server anywhere is
+    refused with STORE_HELD, naming the holder."""
+    location = store_of(root)
+    if location.dsn is None:
+        return lambda: None
+    from aqven.store.postgres_db import hold_store as hold_postgres
+
+    return hold_postgres(location.dsn, holder)

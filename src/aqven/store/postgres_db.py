@@ -10,6 +10,7 @@ on the next use; the transaction it was in fails, as it would have on SQLite had
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -23,7 +24,7 @@ import psycopg.errors
 from psycopg.adapt import Buffer, Loader
 from psycopg.rows import RowMaker
 
-from aqven.errors import STORE_UNAVAILABLE, AqvenError
+from aqven.errors import STORE_HELD, STORE_UNAVAILABLE, AqvenError
 from aqven.store.db import Cursor, Database, Params, Reader
 from aqven.store.location import shown_dsn
 from aqven.store.schema import SCHEMA_VERSION, check_version, postgres_statements
@@ -276,6 +277,39 @@ def _listen(dsn: str, channel: str, heard: Callable[[str], None], stop: threadin
             stop.wait(0.5)
         finally:
             conn.close()
+
+
+_SERVER_LOCK = 0x6171_7665_6E01  # one AQVEN server per store database
+
+
+def hold_store(dsn: str, holder: str) -> Callable[[], None]:
+    """Hold the store for one server, for as long as the answer is not called: a session advisory lock on a
+    connection of its own, which PostgreSQL lets go when the server's process dies. `holder` (host, pid, project)
+    is what a second server is told. Raises STORE_HELD while another server holds it."""
+    conn = connect(dsn)
+    conn.execute("SELECT set_config('application_name', %s, false)", (holder[:63],))
+    row = conn.execute("SELECT pg_try_advisory_lock(%s) AS held", (_SERVER_LOCK,)).fetchone()
+    if row is None or not row[0]:
+        other = conn.execute(
+            "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l"
+            " JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted"
+            " AND l.classid = %s AND l.objid = %s",
+            ((_SERVER_LOCK >> 32) & 0xFFFFFFFF, _SERVER_LOCK & 0xFFFFFFFF),
+        ).fetchone()
+        conn.close()
+        who = "another AQVEN server" if other is None else f"{other[0] or 'another AQVEN server'}"
+        since = "" if other is None else f" (connected from {other[1] or 'this host'} since {other[2]:%Y-%m-%d %H:%M})"
+        raise AqvenError(
+            f"the store {shown_dsn(dsn)} is held by {who}{since}: one server decides for a project",
+            code=STORE_HELD,
+            hint="stop that server first (aqven server stop, on its host); another project needs a database of its own",
+        )
+
+    def release() -> None:
+        with contextlib.suppress(psycopg.Error):
+            conn.close()  # the lock goes with the session
+
+    return release
 
 
 def _reconnect(dsn: str) -> psycopg.Connection[Any]:

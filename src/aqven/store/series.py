@@ -12,7 +12,7 @@ from typing import Any
 
 from aqven.errors import ATTEMPT_NOT_FOUND, SERIES_NOT_FOUND, NotFoundError
 from aqven.models.outcomes import redact
-from aqven.store.db import Cursor, Database, Row
+from aqven.store.db import SERIES_CHANNEL, Cursor, Database, Row
 from aqven.store.runs import new_id, now_iso
 from aqven.store.series_records import AttemptRow, SeriesPlan, SeriesRow
 
@@ -216,6 +216,8 @@ class SeriesStore:
         values = [_j(v) if isinstance(v, dict | list) else v for v in fields.values()]
         with self.db.transaction() as cur:
             cur.execute(f"UPDATE series SET {cols} WHERE id=?", (*values, series_id))
+            if "status" in fields:
+                self.db.announce(cur, SERIES_CHANNEL, series_id)
 
     def transition(self, series_id: str, expect: tuple[str, ...], **fields: Any) -> bool:
         """Update only when the status is one of `expect` (atomic compare-and-set); True when it was."""
@@ -224,7 +226,10 @@ class SeriesStore:
         marks = ",".join("?" for _ in expect)
         with self.db.transaction() as cur:
             cur.execute(f"UPDATE series SET {cols} WHERE id=? AND status IN ({marks})", (*values, series_id, *expect))
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            self.db.announce(cur, SERIES_CHANNEL, series_id)
+            return True
 
     def _plan(self, series_id: str, text: str | None = None) -> SeriesPlan:
         hit = self._plans.get(series_id)
