@@ -22,6 +22,7 @@ PRICES_UNAVAILABLE: Final = "PRICES_UNAVAILABLE"
 DB_SCHEMA_NEWER: Final = "DB_SCHEMA_NEWER"
 STORE_UNAVAILABLE: Final = "STORE_UNAVAILABLE"  # the store named by `store:` cannot be reached (store/location.py)
 STORE_INVALID: Final = "STORE_INVALID"  # a `store:` setting that names no backend AQVEN has
+STORE_NOT_EMPTY: Final = "STORE_NOT_EMPTY"  # a copy's target already holds a record (store/copy.py)
 STORE_HELD: Final = "STORE_HELD"  # another server holds the project on this store (store/postgres_db.py)
 NOT_RUNNABLE: Final = "NOT_RUNNABLE"  # a series that cannot run as asked (research/series/start.py)
 HOLDOUT_HIDDEN: Final = "HOLDOUT_HIDDEN"  # a held-out case or run asked for one by one (research/holdout.py)

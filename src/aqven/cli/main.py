@@ -26,8 +26,10 @@ app.add_typer(cap_app, name="cap")
 
 from aqven.cli.dataset_cmd import dataset_app  # noqa: E402 - registered with the app it belongs to
 from aqven.cli.series_group import RUN, RunCommand, SeriesGroup  # noqa: E402
+from aqven.cli.store_cmd import store_app  # noqa: E402
 
 app.add_typer(dataset_app, name="dataset")
+app.add_typer(store_app, name="store")
 
 SERIES_HELP = (
     "Run EXPERIMENT as a series and print its verdict (exit 0 done, 1 cancelled/failed, 3 approval, 4 person, "
@@ -440,13 +442,27 @@ def cancel(
 @app.command()
 def serve(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free one)")] = 0,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="the store: postgresql://USER@HOST:PORT/DATABASE or sqlite:PATH (default: store: in"
+            " .aqven/local.yaml, AQVEN_STORE, else .aqven/aqven.sqlite)"
+        ),
+    ] = None,
     root: RootOpt = None,
 ) -> None:
     """Run the project server in the foreground."""
-    from aqven.server.lifecycle import serve as run_server
+    import os
 
+    from aqven.server.lifecycle import serve as run_server
+    from aqven.store.location import STORE_ENV, parse_store
+
+    where = project_root(root)
     try:
-        run_server(project_root(root), port)
+        if store is not None:
+            parse_store(store, root=where, source="--store")  # refused here, before the server starts
+            os.environ[STORE_ENV] = store  # the server and its workers read it
+        run_server(where, port)
     except AqvenError as err:
         fail(err)
 
@@ -479,7 +495,7 @@ def server_status(
         "started_at": info.get("started_at"),
         "version": info.get("version"),
         "root": info.get("root"),
-        "store": str(state_dir(where) / "aqven.sqlite"),
+        "store": info.get("store") or _store_shown(where),
         "log": str(state_dir(where) / "server.log"),
         "healthy": bool(info.get("healthy")),
         "active_series": active,
@@ -498,6 +514,16 @@ def server_status(
         console.print(f"  series   {len(active)} active" + (f": {', '.join(active)}" if active else ""), markup=False)
     console.print(f"stop it: aqven server stop{root_option(where)}", markup=False)
     raise typer.Exit(0)
+
+
+def _store_shown(root: Path) -> str:
+    """The project's store as it may be shown (a DSN without its password)."""
+    from aqven.store.location import store_of
+
+    try:
+        return store_of(root).shown
+    except AqvenError as err:
+        return f"({err.code})"
 
 
 def _active_series(root: Path, info: dict[str, Any]) -> list[str] | None:

@@ -24,6 +24,7 @@ from aqven import __version__
 from aqven.errors import SERVER_STOP_FAILED, ServerError
 from aqven.project.paths import state_dir
 from aqven.server.security import HOST, Access, health_proof
+from aqven.store.location import store_of
 from aqven.store.open import hold_store
 
 SERVER_FILE = "server.json"
@@ -167,6 +168,7 @@ def claim(root: Path, port: int, token: str) -> None:
         "root": str(root.resolve()),
         "version": __version__,
         "started_at": datetime.now(UTC).isoformat(),
+        "store": store_of(root).shown,  # never a password
         "token": token,  # the secret every request needs: this file is 0600 in a 0700 folder
     }
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

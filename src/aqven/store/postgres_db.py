@@ -107,6 +107,10 @@ class _PgCursor:
     def rowcount(self) -> int:
         return self._cur.rowcount
 
+    @property
+    def description(self) -> Any:
+        return self._cur.description
+
     def execute(self, sql: str, params: Params = (), /) -> _PgCursor:
         self._cur.execute(to_postgres(sql), params)
         return self

@@ -88,6 +88,7 @@ _INSERT_RUN = (
 _FINISH_RUN = "UPDATE runs SET status=?, ended_at=?, output=?, error_code=?, error_message=?, outcome=? WHERE id=?"
 _INSERT_EVENT = "INSERT INTO events (run_id, seq, ts, kind, node_id, data) VALUES (?, ?, ?, ?, ?, ?)"
 _SEQS_KEPT = 10_000  # runs whose last event seq a store remembers (a series runs far fewer at once)
+_SEQ_TRIES = 50  # an event's seq taken by another process meanwhile: read the last one again
 
 
 def _max_seq(cur: Cursor, run_id: str) -> int:
@@ -299,12 +300,18 @@ class RunStore:
             # resumed it) took that seq: the insert then fails, and the seq is read again.
             last = self._last_seq.get(run_id)
             seq = last[1] + 1 if last is not None and last[0] == self.db.generation else _max_seq(cur, run_id) + 1
-            try:
-                with self.db.undoable():
-                    cur.execute(_INSERT_EVENT, (run_id, seq, ts, kind, node_id, payload))
-            except self.db.IntegrityError:
+            for tries in range(_SEQ_TRIES):
+                try:
+                    with self.db.undoable():
+                        cur.execute(_INSERT_EVENT, (run_id, seq, ts, kind, node_id, payload))
+                    break
+                except self.db.IntegrityError:
+                    if tries == _SEQ_TRIES - 1:
+                        raise
+                # Where rows are locked (PostgreSQL), the run's row is taken first: the writers that collided then
+                # read the last seq one after the other, each after the previous one committed.
+                cur.execute(f"SELECT id FROM runs WHERE id=?{self.db.for_update}", (run_id,))
                 seq = _max_seq(cur, run_id) + 1
-                cur.execute(_INSERT_EVENT, (run_id, seq, ts, kind, node_id, payload))
             self._remember_seq(run_id, seq)
 
     def _remember_seq(self, run_id: str, seq: int) -> None:
