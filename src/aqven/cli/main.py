@@ -380,7 +380,11 @@ def _series_action(path: str, body: dict[str, Any], root: Path | None, *, yes: b
     except AqvenError as err:
         fail(err, 1 if err.code != "CONFIRMATION_REQUIRED" else 2)
     if path.endswith("/approve") and state["status"] == "running":
-        console.print(f"approved: series {state['series_id']} runs on under a cap of ${state['spend']['cap_usd']}")
+        by = (state.get("approvals") or [{}])[-1].get("person")
+        console.print(
+            f"approved{f' by {by}' if by else ''}: series {state['series_id']} runs on under a cap of "
+            f"${state['spend']['cap_usd']}"
+        )
         from aqven.cli.series_cmd import follow
 
         state = follow(client, state["series_id"], quiet=False)

@@ -29,6 +29,30 @@ def money(value: str | Decimal | None) -> str:
     return f"${d:.6f}" if d < 1 else f"${d:.2f}"
 
 
+#: How an approval or stop was given, as the server recorded its channel (store/approvals.py), in the CLI's words.
+APPROVAL_HOW: dict[tuple[Any, Any], str] = {
+    ("studio", "passkey"): "with a passkey in Studio",
+    ("studio", "session"): "in Studio",
+    ("terminal", "tty"): "at a terminal",
+    ("terminal", "--yes"): "at a terminal with --yes (no person asked)",
+    ("terminal", None): "at a terminal",
+    ("rest", None): "with the server token (no person asked)",
+}
+
+
+def approval_line(a: dict[str, Any]) -> str:
+    """One approval or stop of a series: what it did, who (the passkey's or the person key's name), how and when."""
+    if a.get("action") == "stop":
+        what = "stopped"
+    elif a.get("new_token_cap") is not None:
+        what = f"approved {int(a['new_token_cap']):,} tokens (was {int(a.get('old_token_cap') or 0):,})"
+    else:
+        what = f"approved a cap of {money(a.get('new_cap_usd'))} (was {money(a.get('old_cap_usd'))})"
+    how = APPROVAL_HOW.get((a.get("channel"), a.get("confirmed")), f"via {a.get('channel')}")
+    when = str(a.get("at") or "")[:16].replace("T", " ")
+    return f"{what} by {a.get('person') or 'someone (before people were named)'} {how}, {when} UTC"
+
+
 def show_error(err: dict[str, Any]) -> None:
     where = ""
     if err.get("file"):

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from aqven.cli.approve_cmd import approval_choices
 from aqven.cli.gate import exit_code, gate_hit, write_reports
-from aqven.cli.render import console, err_console, money
+from aqven.cli.render import approval_line, console, err_console, money
 from aqven.cli.studio_cmd import studio_link
 from aqven.errors import AqvenError
 from aqven.server.client import Client
@@ -151,6 +151,7 @@ def report(client: Client, state: dict[str, Any]) -> int:
             f"{money(pause.get('spent_usd') or spend['usd'])} of its {money(spend['cap_usd'])} cap, "
             f"{state['progress']['done']} of {state['progress']['attempts']} attempts done."
         )
+        print_approvals(state)  # approved before and paused again: by whom
         to_finish = finish_line(client, sid, spend)
         if to_finish:
             console.print(to_finish, soft_wrap=True)
@@ -180,9 +181,16 @@ def report(client: Client, state: dict[str, Any]) -> int:
             f"{state['progress']['done']} attempts · {'simulated · ' if state.get('simulated') else ''}"
             f"series {sid}"
         )
+        print_approvals(state)
         if state.get("finding"):
             console.print(f"finding written: {state['finding']} (FINDINGS.md regenerated)")
     return EXIT_BY_STATUS.get(status, 1)
+
+
+def print_approvals(state: dict[str, Any]) -> None:
+    """Who approved or stopped the series, each act on a line (nothing when no one had to)."""
+    for a in state.get("approvals") or []:
+        console.print(approval_line(a), markup=False)
 
 
 def finish_line(client: Client, series_id: str, spend: dict[str, Any]) -> str:

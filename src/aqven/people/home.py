@@ -105,8 +105,9 @@ class PersonKey:
 
 
 def _user_name() -> str:
+    """The login name of this user, the name a new person key is recorded under (never empty)."""
     try:
-        return getpass.getuser()
+        return getpass.getuser().strip() or f"uid {os.getuid()}"
     except (OSError, KeyError):
         return f"uid {os.getuid()}"
 
@@ -118,7 +119,7 @@ def person_key(*, create: bool = False, root: Path | None = None) -> PersonKey |
     path = person_dir() / PERSON_FILE
     data = read_json(path)
     if data and isinstance(data.get("secret"), str) and len(data["secret"]) >= 32:
-        return PersonKey(str(data.get("name") or _user_name()), data["secret"])
+        return PersonKey(str(data.get("name") or "").strip() or _user_name(), data["secret"])
     if not create:
         return None
     key = PersonKey(_user_name(), secrets.token_urlsafe(32))

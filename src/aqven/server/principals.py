@@ -9,7 +9,8 @@
 Every act of a person (approve, stop, cap confirm, a human node's answer, the passkeys) goes through `person_of`,
 which refuses an agent (403 `PERSON_REQUIRED`), and where the project has a passkey, refuses any act without a
 fresh assertion bound to it (403 `PASSKEY_REQUIRED` / `PASSKEY_REFUSED`). The recorded channel and person come
-from the proof.
+from the proof: at a terminal and in a bare session, the person key's name (the user's login name); with a
+passkey, the name that passkey was registered under.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from aqven.store.approvals import Approver
 PRINCIPAL_STATE = "aqven_principal"  # request.state key, set by the gate
 CONFIRMED_HEADER = "x-aqven-confirmed"  # how the aqven command asked its person: "tty" or "--yes"
 CHALLENGE_TTL_S = 300.0
+UNNAMED = "person"  # a person proven by a credential that carries no name (never so for the person key's)
 STUDIO_HINT = (
     "open Studio with `aqven studio` at your terminal, open the series (or run) and act there: your passkey confirms it"
 )
@@ -122,7 +124,10 @@ def checked_passkey(
         for i, known in enumerate(record.passkeys):
             if known.id == key.id:
                 record.passkeys[i] = key
-    return Approver("studio", "passkey", key.user, proof_of(binding, proof.credential, key))
+    # The name of the passkey that signed (given when it was registered), not the session's: where several people
+    # registered their own passkeys in one project, each approval names its signer.
+    who = key.user or f"passkey {key.id[:10]}"
+    return Approver("studio", "passkey", who, proof_of(binding, proof.credential, key))
 
 
 def person_of(
@@ -149,7 +154,8 @@ def person_of(
             hint=STUDIO_HINT,
             http_status=403,
         )
-    if principal.channel == "terminal":
+    name = principal.name or UNNAMED
+    if principal.channel == "terminal":  # the person key's name: the user's login name when it was made
         how = str(headers.get(CONFIRMED_HEADER, "")).lower()
-        return Approver("terminal", how if how in ("tty", "--yes") else None, principal.name)
-    return Approver("studio", "session", principal.name)
+        return Approver("terminal", how if how in ("tty", "--yes") else None, name)
+    return Approver("studio", "session", name)  # the person whose key minted the session's login link

@@ -1,4 +1,9 @@
-"""Studio's passkeys: register one, list them, ask for an assertion bound to one act, turn the requirement off.
+"""Studio's passkeys: register one under a person's name, list them, ask for an assertion bound to one act, turn
+the requirement off.
+
+Each passkey is registered under the name of the person whose it is (typed at registration; by default the
+session's person, the user whose person key opened Studio). Every act it approves is recorded with that name, so
+where several people register their own passkeys in one project, each approval names the one who signed.
 
 Only a person in Studio reaches these (the gate refuses an agent's POST under `/api/studio/`; `require_studio`
 refuses the terminal, which has no authenticator). The first passkey is registered by the person of the session;
@@ -19,10 +24,18 @@ from aqven.people import ACTIONS, load, updating
 from aqven.people.passkeys import assertion_options, registration_options, verify_registration
 from aqven.research.launch.caps import parse_cap
 from aqven.server.deps import person_acting, service_of
-from aqven.server.principals import PasskeyProof, answer_digest, principal_of, require_person, studio_origin
+from aqven.server.principals import (
+    UNNAMED,
+    PasskeyProof,
+    answer_digest,
+    principal_of,
+    require_person,
+    studio_origin,
+)
 from aqven.server.service import ProjectService
 
 router = APIRouter(prefix="/api/studio/passkeys", tags=["studio"])
+USER_MAX = 64
 
 
 class ChallengeBody(BaseModel):
@@ -46,6 +59,7 @@ class ChallengeBody(BaseModel):
 
 class RegisterOptionsBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    user: str | None = Field(None, max_length=200)  # whose passkey: the name every act it approves is recorded with
     passkey: PasskeyProof | None = None  # an assertion of a registered passkey, when the project has one
 
 
@@ -75,11 +89,25 @@ def _person_in_studio(request: Request) -> str:
             hint="open Studio with `aqven studio`",
             http_status=403,
         )
-    return principal.name or "person"
+    return principal.name or UNNAMED
 
 
-def _listing(svc: ProjectService) -> dict[str, Any]:
+def passkey_user(asked: str | None, default: str) -> str:
+    """The name a new passkey is registered under: the one typed (trimmed), else the session's person."""
+    name = " ".join((asked or "").split()) or default
+    if len(name) > USER_MAX or any(not ch.isprintable() for ch in name):
+        raise AqvenError(
+            f"a passkey's name is printable text of at most {USER_MAX} characters",
+            code="VALIDATION_ERROR",
+            hint="type the name of the person whose passkey this is, e.g. Ada Lovelace",
+            http_status=422,
+        )
+    return name
+
+
+def _listing(svc: ProjectService, request: Request) -> dict[str, Any]:
     record = load(svc.root)
+    principal = principal_of(request.state)
     return {
         "passkeys": [
             {"id": p.id, "user": p.user, "created_at": p.created_at, "added_with": p.added_with}
@@ -87,13 +115,15 @@ def _listing(svc: ProjectService) -> dict[str, Any]:
         ],
         "requirement_on": record.passkey_required,
         "required": record.needs_passkey,
+        # the name a passkey registered in this session gets unless another is typed (the session's person)
+        "session_person": principal.name if principal.channel == "studio" else None,
     }
 
 
 @router.get("")
-def list_passkeys(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
-    """The project's passkeys (public keys only, never shown) and whether money moves on one."""
-    return _listing(svc)
+def list_passkeys(request: Request, svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
+    """The project's passkeys (public keys only, never shown), whose each is, and whether money moves on one."""
+    return _listing(svc, request)
 
 
 @router.post("/challenge")
@@ -120,8 +150,9 @@ def challenge(body: ChallengeBody, request: Request, svc: ProjectService = Depen
 def register_options(
     body: RegisterOptionsBody, request: Request, svc: ProjectService = Depends(service_of)
 ) -> dict[str, Any]:
-    """Options to create a passkey; a project that has one needs its assertion first (`passkey_add`)."""
-    user = _person_in_studio(request)
+    """Options to create a passkey for the person `user` names (default: the session's person); a project that
+    has one needs a registered passkey's assertion first (`passkey_add`)."""
+    user = passkey_user(body.user, _person_in_studio(request))
     record = load(svc.root)
     added_with = ""
     if record.passkeys:
@@ -134,7 +165,8 @@ def register_options(
                 http_status=403,
             )
         added_with = str(who.proof["credential_id"])
-    binding = _access(request).challenges.issue("register", "project", added_with)
+    # The registration's binding carries whose passkey it is (its target), so the name given here is the one kept.
+    binding = _access(request).challenges.issue("register", user, added_with)
     user_id = hashlib.sha256(user.encode()).digest()[:16]
     return {
         "nonce": binding.nonce,
@@ -144,8 +176,9 @@ def register_options(
 
 @router.post("/register")
 def register(body: RegisterBody, request: Request, svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
-    """Verify a new passkey (user verification required) and keep its public key in the person folder."""
-    user = _person_in_studio(request)
+    """Verify a new passkey (user verification required) and keep its public key in the person folder, under the
+    name its options were asked for."""
+    _person_in_studio(request)
     access = _access(request)
     binding = access.challenges.take(body.nonce)
     if binding is None or binding.action != "register":
@@ -156,7 +189,7 @@ def register(body: RegisterBody, request: Request, svc: ProjectService = Depends
             http_status=403,
         )
     key = verify_registration(
-        body.credential, binding.challenge(), studio_origin(access.port), user, binding.amount or None
+        body.credential, binding.challenge(), studio_origin(access.port), binding.target, binding.amount or None
     )
     with updating(svc.root) as record:
         if record.passkeys and not binding.amount:  # one was registered meanwhile: this one needs its assertion
@@ -169,7 +202,7 @@ def register(body: RegisterBody, request: Request, svc: ProjectService = Depends
         if not record.passkeys:
             record.passkey_required = True
         record.passkeys.append(key)
-    return _listing(svc)
+    return _listing(svc, request)
 
 
 @router.post("/requirement")
@@ -187,4 +220,4 @@ def requirement(body: RequirementBody, request: Request, svc: ProjectService = D
             )
     with updating(svc.root) as record:
         record.passkey_required = body.required
-    return _listing(svc)
+    return _listing(svc, request)

@@ -46,6 +46,7 @@ from aqven.server.deps import person_acting, service_of
 from aqven.server.operations import project, research
 from aqven.server.principals import PasskeyProof, answer_digest
 from aqven.server.service import ProjectService
+from aqven.store.approvals import recent_approvals
 from aqven.store.runs import RUN_OUTCOME_SQL
 from aqven.store.series_records import ENDED
 from aqven.store.series_tally import finished_costs
@@ -142,6 +143,7 @@ def overview(svc: ProjectService = Depends(service_of)) -> dict[str, Any]:
         "series": {"by_status": series, "total": sum(series.values())},
         "awaiting_approval": [s for s in paused if s["status"] == "awaiting_approval"],
         "recent_series": paused[:8],
+        "recent_approvals": recent_approvals(db, 8),  # who approved or stopped what, across series
         "waiting_human": waiting,
         "experiments": len(svc.workspace().experiments),
         "findings": len(findings),
@@ -307,7 +309,12 @@ def build_trace(svc: ProjectService, run_id: str) -> dict[str, Any]:
             }
             n["start"] = n["start"] or e.ts
         elif e.kind == "human_answer":
-            n["human"] = {**(n["human"] or {}), "answer": d.get("answer")}
+            by = d.get("by") if isinstance(d.get("by"), dict) else None  # who answered, as the server proved it
+            n["human"] = {
+                **(n["human"] or {}),
+                "answer": d.get("answer"),
+                **({"by": {k: by[k] for k in ("channel", "confirmed", "person") if k in by}} if by else {}),
+            }
         else:
             n.setdefault("other", []).append({"kind": e.kind, "data": d})
     for n in nodes.values():

@@ -5,7 +5,9 @@ series never runs on under a cap that no approval row explains. The channel come
 checked, never from a header: `studio` (a Studio session, `confirmed: passkey` with the assertion as `proof`),
 `terminal` (the person key outside the project folder, `confirmed: tty` or `--yes`). `rest` is kept for records
 written before agents and people held different keys (the server token then approved). The snapshot, Studio and
-the finding show the rows, the proof included, so a passkey's approval can be verified again later.
+the finding show the rows, the proof included, so a passkey's approval can be verified again later. `person` names
+who acted: the person key's name (the user's login name) at a terminal and in a bare Studio session, the name the
+signing passkey was registered under with a passkey.
 """
 
 from __future__ import annotations
@@ -100,5 +102,24 @@ def approvals_of(db: Database, series_id: str) -> list[dict[str, Any]]:
                 del row[key]
         if "proof" in row:
             row["proof"] = json.loads(row["proof"])
+        out.append(row)
+    return out
+
+
+def recent_approvals(db: Database, limit: int = 10) -> list[dict[str, Any]]:
+    """The latest approvals and stops across series, newest first, in brief (Studio's overview): the series and its
+    experiment, when, what, who and how; the proofs stay with each series (`approvals_of`)."""
+    rows = db.query(
+        "SELECT a.series_id, s.experiment_id, a.at, a.action, a.channel, a.confirmed, a.old_cap_usd, a.new_cap_usd,"
+        " a.old_token_cap, a.new_token_cap, a.person FROM approvals a JOIN series s ON s.id = a.series_id"
+        " ORDER BY a.at DESC, a.series_id, a.seq DESC LIMIT ?",
+        (limit,),
+    )
+    out = []
+    for r in rows:
+        row = dict(r)
+        for key in ("old_token_cap", "new_token_cap", "person"):
+            if row[key] is None:
+                del row[key]
         out.append(row)
     return out

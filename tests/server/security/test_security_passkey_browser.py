@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from aqven.people import load, reverify
+from aqven.people import load, person_key, reverify
 from support.browser import BROWSER_ARGS, CHROMIUM
 from support.fault_soak import LiveServer, live_server, server_env
 from support.person import person_secret
@@ -86,10 +86,16 @@ def test_a_person_registers_a_passkey_and_approves_with_it(studio: tuple[Any, An
     page, cdp = studio
     cdp_id = page.authenticator[1]
     page.wait_for_selector("#passkey-register")
+    # The name defaults to the person of the session (the user whose person key opened Studio); a person types theirs.
+    login = person_key()
+    assert login is not None and page.input_value("#passkey-user") == login.name
+    page.fill("#passkey-user", "Ada Lovelace")
     page.click("#passkey-register")
     page.wait_for_selector("#passkey-table tbody tr")
     assert "Money moves on a passkey here" in page.inner_text("#passkey-rule")
+    assert "Ada Lovelace" in page.inner_text("#passkey-table")
     [key] = load(served.root).passkeys
+    assert key.user == "Ada Lovelace"
     [stored] = cdp.send("WebAuthn.getCredentials", {"authenticatorId": cdp_id})["credentials"]
     assert stored["isResidentCredential"] is True and key.public_key  # the server kept the public key only
 
@@ -118,6 +124,12 @@ def test_a_person_registers_a_passkey_and_approves_with_it(studio: tuple[Any, An
     assert reverify(approval["proof"], load(served.root).passkeys) is None
     page.wait_for_selector("#approvals tr[data-channel='studio']")
     assert "passkey" in page.inner_text("#approvals")
+    # Who approved: the name of the passkey that signed, in the series' approvals and on the overview.
+    assert approval["person"] == "Ada Lovelace"
+    assert page.inner_text("#approvals tr[data-person='Ada Lovelace'] td.who") == "Ada Lovelace"
+    page.goto(f"http://localhost:{served.port}/studio/#/")
+    row = page.wait_for_selector(f"#recent-approvals tr[data-series='{sid}']")
+    assert row is not None and "Ada Lovelace" in row.inner_text() and "approved $3.00" in row.inner_text()
 
     # An authenticator that cannot verify the person (user verification fails): nothing is approved.
     other = paused(served)

@@ -78,8 +78,11 @@ def in_studio(server: LiveServer, session: dict[str, str], path: str, body: Any)
     return http(server.port, "POST", path, body, token="", headers=session)
 
 
-def register(server: LiveServer, session: dict[str, str], device: SoftAuthenticator, proof: Any = None) -> Any:
-    opts = in_studio(server, session, "/api/studio/passkeys/register/options", {"passkey": proof} if proof else {})
+def register(
+    server: LiveServer, session: dict[str, str], device: SoftAuthenticator, proof: Any = None, user: str | None = None
+) -> Any:
+    body = {**({"passkey": proof} if proof else {}), **({"user": user} if user is not None else {})}
+    opts = in_studio(server, session, "/api/studio/passkeys/register/options", body)
     credential = device.create(opts["options"])
     return in_studio(
         server, session, "/api/studio/passkeys/register", {"nonce": opts["nonce"], "credential": credential}
@@ -350,3 +353,107 @@ def device_user(server: LiveServer) -> str:
     from aqven.people import load
 
     return load(server.root).passkeys[0].user
+
+
+def in_studio_get(server: LiveServer, session: dict[str, str], path: str) -> Any:
+    return http(server.port, "GET", path, token="", headers=session)
+
+
+def answer_waiting_human(server: LiveServer, session: dict[str, str], device: SoftAuthenticator) -> dict[str, Any]:
+    """Start a series whose flow asks a person, and answer its node in Studio with `device`'s passkey: the trace."""
+    sid = server.post("/api/series", {"experiment_id": "reviewed", "simulate": True, "cases": 1, "repeats": 1})[
+        "series"
+    ]["series_id"]
+    deadline = time.monotonic() + 30
+    while server.get(f"/api/series/{sid}")["status"] != "waiting_human" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [run] = [r for r in server.get(f"/api/runs?series_id={sid}") if r["status"] == "waiting_human"]
+    answer, target = {"ok": True}, f"{run['id']}/approve"
+    ch = in_studio(
+        server,
+        session,
+        "/api/studio/passkeys/challenge",
+        {"action": "human_answer", "target": target, "answer": answer},
+    )
+    proof = {"nonce": ch["nonce"], "credential": device.get(ch["options"])}
+    in_studio(server, session, f"/api/studio/runs/{run['id']}/human/approve", {"answer": answer, "passkey": proof})
+    deadline = time.monotonic() + 30
+    while server.get(f"/api/runs/{run['id']}")["status"] != "done" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    trace: dict[str, Any] = in_studio_get(server, session, f"/api/studio/runs/{run['id']}/trace")
+    return trace
+
+
+def test_each_approval_names_the_person_who_gave_it(served: LiveServer) -> None:
+    """Issue 30: several people approve in one project, each named. The terminal's approval names the person key's
+    user; two people register their own passkeys in the one Studio (Ada, then Ben with Ada's assent), and each
+    approval, stop and answer to a human node names the passkey that signed it, not the session's person. The
+    series' approvals over REST, Studio's series page and overview, the trace and `aqven series follow` say so."""
+    from aqven.people import person_key
+
+    login = person_key(create=True)
+    assert login is not None and login.name  # the user's login name, kept in person.json
+    by_terminal = paused(served)
+    out = as_person(served, "POST", f"/api/series/{by_terminal}/approve", {}, **{"X-Aqven-Confirmed": "tty"})
+    assert [(a["person"], a["channel"]) for a in out["approvals"]] == [(login.name, "terminal")]
+
+    session = studio(served)
+    assert in_studio_get(served, session, "/api/studio/passkeys")["session_person"] == login.name  # the default
+    # A name is printable text of at most 64 characters.
+    ada = SoftAuthenticator(origin=f"http://localhost:{served.port}")
+    for bad in ("Ada\x1b[31m", "Ada\u202eecalevoL", "x" * 65):
+        refused(lambda b=bad: register(served, session, ada, user=b), "VALIDATION_ERROR", 422)
+    register(served, session, ada, user="  Ada   Lovelace ")
+    ben = SoftAuthenticator(origin=ada.origin)
+    listing = register(
+        served, session, ben, assertion(served, session, ada, "passkey_add", "project", ""), user="Ben Okri"
+    )
+    assert [p["user"] for p in listing["passkeys"]] == ["Ada Lovelace", "Ben Okri"]
+    # One passkey more, registered without a name: it is the session's person's (the user who opened Studio).
+    spare = SoftAuthenticator(origin=ada.origin)
+    listing = register(served, session, spare, assertion(served, session, ben, "passkey_add", "project", ""))
+    assert listing["passkeys"][2]["user"] == login.name
+
+    by_ada, by_ben, stopped_by_ben = paused(served), paused(served), paused(served)
+    for sid, device in ((by_ada, ada), (by_ben, ben)):
+        proof = assertion(served, session, device, "approve", sid, "3.00")
+        in_studio(served, session, f"/api/series/{sid}/approve", {"cap_usd": "3.00", "passkey": proof})
+    proof = assertion(served, session, ben, "stop", stopped_by_ben, "")
+    in_studio(served, session, f"/api/series/{stopped_by_ben}/stop", {"passkey": proof})
+
+    expected = {
+        by_terminal: [("approve", login.name, "terminal", "tty")],
+        by_ada: [("approve", "Ada Lovelace", "studio", "passkey")],
+        by_ben: [("approve", "Ben Okri", "studio", "passkey")],
+        stopped_by_ben: [("stop", "Ben Okri", "studio", "passkey")],
+    }
+    for sid, acts in expected.items():
+        for path, credential in ((f"/api/series/{sid}", None), (f"/api/studio/series/{sid}", session)):
+            got = served.get(path) if credential is None else in_studio_get(served, session, path)
+            assert [(a["action"], a["person"], a["channel"], a["confirmed"]) for a in got["approvals"]] == acts, path
+    # The passkey's proof names the same person; an agent (the server token) may read who approved what.
+    [approval] = served.get(f"/api/series/{by_ben}")["approvals"]
+    assert approval["proof"]["user"] == "Ben Okri" and reverify(approval["proof"], load(served.root).passkeys) is None
+
+    # Studio's overview lists the latest approvals across series, newest first: series, what, who, how.
+    recent = in_studio_get(served, session, "/api/studio/overview")["recent_approvals"]
+    assert [(a["series_id"], a["action"], a["person"]) for a in recent] == [
+        (sid, acts[0][0], acts[0][1]) for sid, acts in reversed(expected.items())
+    ]
+    assert recent[0]["experiment_id"] == "rate" and "proof" not in recent[0]
+
+    # A human node answered with Ben's passkey is Ben's answer; the trace says so.
+    trace = answer_waiting_human(served, session, ben)
+    [node] = [n for n in trace["nodes"] if n["human"]]
+    assert node["human"]["by"] == {"channel": "studio", "confirmed": "passkey", "person": "Ben Okri"}
+
+    # The terminal names them too, under the series' verdict.
+    deadline = time.monotonic() + 60
+    while not served.get(f"/api/series/{by_ben}")["ended_at"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    followed = aqven("series", "follow", by_ben, cwd=served.root, env=cli_env())
+    assert "approved a cap of $3.00 (was $3.00) by Ben Okri with a passkey in Studio" in followed.stdout, (
+        followed.stdout + followed.stderr
+    )
+    followed = aqven("series", "follow", by_terminal, cwd=served.root, env=cli_env())
+    assert f"by {login.name} at a terminal," in followed.stdout, followed.stdout + followed.stderr

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from aqven.people import person_key
 from support.browser import CHROMIUM
 from support.studio import _get, _post, _wait_status, open_page, shot
 
@@ -141,6 +142,11 @@ def test_answering_a_human_node(page: Any, server: tuple[Path, str]) -> None:
     page.click("text=Send answer")
     _wait_status(page, "done", 30_000)
     assert _get(base, f"/api/runs/{rec['id']}")["output"] == {"approved": True}
+    # The trace names who answered: the person of this Studio session (no passkey here), the person key's name.
+    [node] = [n for n in _get(base, f"/api/studio/runs/{rec['id']}/trace")["nodes"] if n["human"]]
+    page.click(f".tl-row[data-node='{node['id']}']")
+    said, key = page.inner_text("#human-answered-by"), person_key()
+    assert key is not None and said == f"answered by {key.name}, Studio (session)", said
 
 
 def test_confirm_on_held_out_cases_writes_a_finding(page: Any, server: tuple[Path, str]) -> None:

@@ -1,7 +1,7 @@
 /* Page: Overview. */
 import { badge, errorBox, fmt, h, kv, link, replace, simNote } from './dom.js';
 import { api } from './api.js';
-import { capPendingNote, seriesTable } from './widgets.js';
+import { approvalHow, approvalWhat, approvalWho, capPendingNote, seriesTable } from './widgets.js';
 import { passkeySection } from './passkey.js';
 
 export async function pageOverview() {
@@ -32,6 +32,7 @@ export async function pageOverview() {
     checkBox,
     h('h2', {}, 'Latest series'),
     o.recent_series.length ? seriesTable(o.recent_series) : h('p', { class: 'muted' }, 'No series yet. Start one from an experiment in ', link('#/research', 'Research'), '.'),
+    recentApprovals(o.recent_approvals || []),
     passkeySection(),
     h('h2', {}, 'Project'),
     kv([
@@ -42,6 +43,18 @@ export async function pageOverview() {
       ['chat', [o.chat.text, ' — ', link('#/chat', 'open the chat')]],
     ]),
   ];
+}
+
+// Who approved or stopped what lately, across series (each series page lists all of its own, with the proofs).
+function recentApprovals(rows) {
+  if (!rows.length) return null;
+  return h('section', { id: 'recent-approvals', 'aria-labelledby': 'recent-approvals-h' },
+    h('h2', { id: 'recent-approvals-h' }, 'Approvals'),
+    h('table', {}, h('thead', {}, h('tr', {}, ['when', 'series', 'what', 'who', 'how'].map(t => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, rows.map(a => h('tr', { 'data-series': a.series_id, 'data-person': a.person || '' },
+        h('td', {}, fmt.time(a.at)),
+        h('td', {}, link('#/series/' + encodeURIComponent(a.series_id), `${a.experiment_id || 'look'} (${a.series_id})`)),
+        h('td', {}, approvalWhat(a)), h('td', { class: 'who' }, approvalWho(a)), h('td', {}, approvalHow(a)))))));
 }
 
 export function checkTable(c) {

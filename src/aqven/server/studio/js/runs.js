@@ -4,6 +4,7 @@ import { api } from './api.js';
 import { proveAct } from './passkey.js';
 import { go, route, state, stream } from './nav.js';
 import { checksSection, outcomeBadge, outcomeText, outputView } from './attempt.js';
+import { approvalHow, approvalWho } from './widgets.js';
 
 const OUTCOMES = { pass: 'pass', fail: 'check failed', model_failure: 'model failure', infra: 'infra error', ok: 'ok (by hand)' };
 const OUTCOME_CLS = { pass: 'ok', fail: 'bad', model_failure: 'bad', infra: 'warn', ok: 'ok' };
@@ -209,7 +210,8 @@ export function nodeDetail(n) {
         rq.prompt ? h('details', {}, h('summary', {}, 'Prompt'), pre(rq.prompt)) : null);
     }),
     n.retries.length ? [h('h3', {}, 'Retries'), pre(n.retries)] : null,
-    n.human ? [h('h3', {}, 'Asked a person'), h('p', {}, n.human.question || ''), n.human.answer !== undefined ? pre(n.human.answer) : null] : null,
+    n.human ? [h('h3', {}, 'Asked a person'), h('p', {}, n.human.question || ''), n.human.answer !== undefined ? pre(n.human.answer) : null,
+      n.human.by ? h('p', { class: 'muted', id: 'human-answered-by' }, `answered by ${approvalWho(n.human.by)}, ${approvalHow(n.human.by)}`) : null] : null,
     n.output !== null && n.output !== undefined ? [h('h3', {}, 'Output'), pre(n.output)] : null);
 }
 

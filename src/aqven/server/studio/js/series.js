@@ -6,7 +6,7 @@ import { bar, clsOf, diffLabel, intervalPlot, refsFor, spendPlot } from './plots
 import { decisionHeader, ENDED, statusOf } from './decision.js';
 import { caseGridSection, compareSection, distributionsSection } from './compare.js';
 import { stream } from './nav.js';
-import { capPendingNote } from './widgets.js';
+import { approvalHow, approvalWho, capPendingNote } from './widgets.js';
 
 export async function pageSeries(id, _query, ctx) {
   const first = await api('/api/studio/series/' + encodeURIComponent(id));
@@ -142,19 +142,18 @@ export function pausePanel(sn, notice) {
     out);
 }
 
-// Every approval and stop with the channel it came through: one that no person gave in Studio or at a
-// terminal (REST with the server token, or `--yes` without a terminal) is marked.
+// Every approval and stop: who gave it (the passkey's name, or the person key's) and the channel it came through;
+// one that no person was asked for in Studio or at a terminal (REST with the server token, or `--yes`) is marked.
 export function approvalsSection(sn) {
   const rows = sn.approvals || [];
   const pending = sn.project_cap && sn.project_cap.project_cap_pending ? capPendingNote(sn.project_cap, null) : null;
   if (!rows.length) return pending ? [pending] : [];
-  const how = a => (a.channel === 'terminal' ? `terminal (${a.confirmed === 'tty' ? 'asked at a TTY' : a.confirmed || 'unconfirmed'})`
-    : a.channel === 'studio' ? `Studio (${a.confirmed === 'passkey' ? 'passkey' : 'session'})` : a.channel) + (a.person ? ` · ${a.person}` : '');
   const unattended = rows.filter(a => a.channel === 'rest' || (a.channel === 'terminal' && a.confirmed !== 'tty'));
   return [pending, h('section', { class: 'card', id: 'approvals', 'aria-labelledby': 'approvals-h' },
     h('h2', { id: 'approvals-h', style: 'margin-top:0' }, 'Approvals'),
-    h('table', {}, h('thead', {}, h('tr', {}, ['when', 'what', 'channel', 'old cap', 'new cap', 'spent'].map(c => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, rows.map(a => h('tr', { 'data-channel': a.channel }, h('td', {}, fmt.time(a.at)), h('td', {}, a.action), h('td', {}, how(a)),
+    h('table', {}, h('thead', {}, h('tr', {}, ['when', 'what', 'who', 'how', 'old cap', 'new cap', 'spent'].map(c => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, rows.map(a => h('tr', { 'data-channel': a.channel, 'data-person': a.person || '' }, h('td', {}, fmt.time(a.at)), h('td', {}, a.action),
+        h('td', { class: 'who' }, approvalWho(a)), h('td', {}, approvalHow(a)),
         h('td', {}, fmt.money(a.old_cap_usd)), h('td', {}, a.new_cap_usd ? fmt.money(a.new_cap_usd) : '—'), h('td', {}, fmt.money(a.spent_usd)))))),
     unattended.length ? h('p', { class: 'note warn', id: 'approvals-unattended' }, `${unattended.length} of these came without a person asked in Studio or at a terminal (REST with the server token, or --yes).`) : null)];
 }

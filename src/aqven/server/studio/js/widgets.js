@@ -1,4 +1,4 @@
-/* Pieces several pages share: the series table, the project-cap note, a question in words. */
+/* Pieces several pages share: the series table, the project-cap note, a question in words, an approval's who and how. */
 import { announce, badge, errorBox, fmt, h, link, replace, simBadge } from './dom.js';
 import { api } from './api.js';
 import { proveAct } from './passkey.js';
@@ -42,3 +42,16 @@ export function capPendingNote(p, after) {
     h('b', {}, 'The project cap is not confirmed: '), p.project_cap_note, '. ',
     h('button', { type: 'button', id: 'confirm-cap', onclick: confirmIt }, `Confirm ${fmt.money(p.project_cap_asked_usd)} as the project cap`), ' ', out);
 }
+
+// An approval or stop as the server recorded it: how it was given (the channel its credential proved) and what it did.
+// Who gave it is `a.person`: the passkey's name, or the person key's (the login name at the terminal).
+export function approvalHow(a) {
+  if (a.channel === 'terminal') return `terminal (${a.confirmed === 'tty' ? 'asked at a TTY' : a.confirmed || 'unconfirmed'})`;
+  if (a.channel === 'studio') return `Studio (${a.confirmed === 'passkey' ? 'passkey' : 'session'})`;
+  return a.channel === 'rest' ? 'server token' : a.channel;
+}
+export function approvalWhat(a) {
+  if (a.action === 'stop') return 'stopped';
+  return a.new_token_cap ? `approved ${Number(a.new_token_cap).toLocaleString()} tokens` : `approved ${fmt.money(a.new_cap_usd)}`;
+}
+export function approvalWho(a) { return a.person || 'someone (before people were named)'; }
