@@ -67,8 +67,9 @@ def copy(
         target = open_database(target_location)
     except AqvenError as err:
         fail(err)
-    if read_server(where) is not None:
-        console.print("a server runs for this project: what it writes after this moment is not in the copy")
+    server = read_server(where)
+    if server is not None and server.get("store") in (None, source_location.shown):
+        console.print("a server writes to this store: what it writes after this moment is not in the copy")
     try:
         console.print(f"copying {source.location} -> {target.location}", markup=False)
         tables = copy_store(source, target)
@@ -95,8 +96,9 @@ def copy(
     target.close()
     if not same or lost or md_before != md_after:
         raise typer.Exit(1)
+    password = " (a password goes in ~/.pgpass)" if target_location.backend == "postgresql" else ""
     console.print(
-        f"to use the copy: store: {target_location.shown} in .aqven/local.yaml (a password in ~/.pgpass),"
-        " or AQVEN_STORE, then restart the server (aqven server stop)",
+        f"to use the copy: store: {target_location.setting} in .aqven/local.yaml{password}, or AQVEN_STORE;"
+        " then restart the server (aqven server stop)",
         markup=False,
     )

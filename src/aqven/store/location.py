@@ -31,6 +31,11 @@ class StoreLocation:
     dsn: str | None = None
 
     @property
+    def setting(self) -> str:
+        """The location as `store:` or AQVEN_STORE take it, without a password (it goes in ~/.pgpass)."""
+        return f"sqlite:{self.path}" if self.backend == "sqlite" else self.shown
+
+    @property
     def shown(self) -> str:
         """The location as it may be shown: a DSN without its password."""
         if self.backend == "sqlite":
