@@ -171,12 +171,12 @@ def fresh_project(tmp: Path, name: str, attempts: int, concurrency: int) -> Path
 
 
 def durations(root: Path, series_id: str) -> tuple[list[float], list[float]]:
-    import sqlite3
+    from aqven.store.open import project_database
 
-    con = sqlite3.connect(root / ".aqven" / "aqven.sqlite")
-    att = con.execute("SELECT started_at, ended_at FROM attempts WHERE series_id=?", (series_id,)).fetchall()
-    run = con.execute("SELECT started_at, ended_at FROM runs WHERE series_id=?", (series_id,)).fetchall()
-    con.close()
+    db = project_database(root)
+    att = [tuple(r) for r in db.query("SELECT started_at, ended_at FROM attempts WHERE series_id=?", (series_id,))]
+    run = [tuple(r) for r in db.query("SELECT started_at, ended_at FROM runs WHERE series_id=?", (series_id,))]
+    db.close()
 
     def ms(rows: list[tuple[str, str]]) -> list[float]:
         return [
@@ -184,6 +184,11 @@ def durations(root: Path, series_id: str) -> tuple[list[float], list[float]]:
         ]
 
     return ms(att), ms(run)
+
+
+def _db_mib(root: Path) -> float:
+    path = root / ".aqven" / "aqven.sqlite"
+    return path.stat().st_size / 2**20 if path.exists() else 0.0
 
 
 def warm_up(tmp: Path) -> None:
@@ -216,7 +221,7 @@ def throughput(tmp: Path, attempts: int) -> dict[str, Any]:
         "attempt_ms": att_ms,
         "run_ms": run_ms,
         "load": load,
-        "db_mib": (root / ".aqven" / "aqven.sqlite").stat().st_size / 2**20,
+        "db_mib": _db_mib(root),
     }
 
 

@@ -4,6 +4,7 @@ client_op_id, one run per attempt, one approval per pause and a gapless event se
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import threading
 from collections.abc import Callable, Iterator
@@ -153,3 +154,22 @@ def test_events_of_one_run_from_many_connections_take_every_seq_once(connect: Ca
     at_once([functools.partial(five, w, i) for i, w in enumerate(writers)])
     seqs = [int(r["seq"]) for r in first.query("SELECT seq FROM events WHERE run_id=? ORDER BY seq", (run_id,))]
     assert seqs == list(range(1, 41))
+
+
+async def test_a_grouped_claim_of_a_taken_attempt_fails_alone(connect: Callable[[], Database]) -> None:
+    """In a group (pipelined on PostgreSQL, where a claim cannot wait for its row count), a claim of an attempt
+    another connection took answers False, and the writes grouped with it are written all the same."""
+    first, other = connect(), connect()
+    store = SeriesStore(first)
+    sid = create_series(store, PLAN, attempt_rows(PLAN))
+    assert SeriesStore(other).claim(sid, 0, "run_other")
+    runs = RunStore(first)
+    results = await asyncio.gather(
+        first.grouped(functools.partial(store.claim, sid, 1, "run_mine")),
+        first.grouped(functools.partial(store.claim, sid, 0, "run_late")),
+        first.grouped(runs.creating(RunRequest(flow_id="f", input={}), "run_mine")),
+    )
+    assert list(results) == [True, False, None]
+    rows = {r["idx"]: r["run_id"] for r in first.query("SELECT idx, run_id FROM attempts WHERE series_id=?", (sid,))}
+    assert rows[0] == "run_other" and rows[1] == "run_mine"
+    assert runs.exists("run_mine")

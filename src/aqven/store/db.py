@@ -83,7 +83,12 @@ class Database(ABC):
         self._lock = threading.RLock()
         self._depth = 0  # open transactions of the lock's holder (a batch and what it groups)
         self.generation = 0  # counts rollbacks: what a store remembers of its own writes is good within one
-        self.group = GroupCommit(self.transaction, busy=self.is_busy, retryable=self.is_retryable)
+        self._optimistic = False  # the open transaction's nested ones make no savepoint (`transaction`)
+        self._cursor: Cursor | None = None  # the open outer transaction's cursor
+        self._deferred: dict[str, list[tuple[Any, ...]]] = {}  # rows to insert at its end (`defer`)
+        self.group = GroupCommit(
+            self.transaction, busy=self.is_busy, retryable=self.is_retryable, optimistic=lambda: self._optimistic
+        )
 
     # ---- what a backend provides ----
 
@@ -92,8 +97,8 @@ class Database(ABC):
         """A new cursor on the writer connection (the lock is held)."""
 
     @abstractmethod
-    def _begin(self, cur: Cursor, *, wait: bool) -> None:
-        """Begin the outer write transaction."""
+    def _begin(self, cur: Cursor, *, wait: bool) -> Cursor:
+        """Begin the outer write transaction; the cursor it is to be written with."""
 
     @abstractmethod
     def reading(self) -> AbstractContextManager[Reader]:
@@ -138,36 +143,85 @@ class Database(ABC):
 
     # ---- shared ----
 
+    #: Whether a group of grouped writes may first run without a savepoint per write (store/group_commit.py): where
+    #: a savepoint costs two round trips to a server (PostgreSQL) and not a function call (SQLite).
+    optimistic_groups = False
+
     @contextmanager
-    def transaction(self, *, wait: bool = True) -> Iterator[Cursor]:
+    def transaction(self, *, wait: bool = True, optimistic: bool = False) -> Iterator[Cursor]:
         """One write transaction; inside a `batch` it is a savepoint of the batch's (same all-or-nothing). With
-        `wait` off, it fails at once while another process holds the writer lock (SQLite)."""
+        `wait` off, it fails at once while another process holds the writer lock (SQLite).
+
+        `optimistic` (an outer transaction of group commit, where the backend has `optimistic_groups`): the
+        transactions nested in it make no savepoint, so one that raises leaves its writes in place; the caller
+        then rolls the whole transaction back and runs it again without `optimistic`."""
         with self._lock:
             outer = self._depth == 0
             if outer:
                 self.group.drain()  # what was handed in earlier is written first (store/group_commit.py)
+                self._optimistic = optimistic and self.optimistic_groups
+            elif self._optimistic:
+                assert self._cursor is not None
+                self._depth += 1
+                try:
+                    yield self._cursor
+                finally:
+                    self._depth -= 1
+                return
             cur = self._writer()
             if outer:
-                self._begin(cur, wait=wait)
+                cur = self._begin(cur, wait=wait)
+                self._cursor = cur
             else:
                 cur.execute("SAVEPOINT nested")
             self._depth += 1
             try:
                 yield cur
+                if outer:  # a COMMIT that fails (a pipeline's deferred error) is undone as the block's failure is
+                    self._write_deferred(cur)
+                    self._commit(cur)
+                else:
+                    cur.execute("RELEASE nested")
             except BaseException:
                 self.generation += 1
+                if outer:
+                    self._deferred.clear()
                 self._undo(cur, outer)
                 raise
-            else:
-                cur.execute("COMMIT" if outer else "RELEASE nested")
             finally:
                 self._depth -= 1
+                if outer:
+                    self._optimistic = False
                 cur.close()
+
+    def defer(self, sql: str, row: tuple[Any, ...]) -> None:
+        """Insert `row` with `sql` at the end of the open optimistic transaction, with the others of its kind in one
+        statement (an insert nothing in the transaction reads back: a trace event). Only while `optimistic`."""
+        assert self._optimistic
+        self._deferred.setdefault(sql, []).append(row)
+
+    def _write_deferred(self, cur: Cursor) -> None:
+        for sql, rows in self._deferred.items():
+            cur.executemany(sql, rows)
+        self._deferred.clear()
+
+    @property
+    def optimistic(self) -> bool:
+        """Whether the open transaction runs its nested ones without savepoints (`transaction`)."""
+        return self._optimistic
 
     def undoable(self) -> AbstractContextManager[Any]:
         """Around one statement that may fail (a duplicate key) inside a transaction, so that its failure undoes
         it alone and the transaction goes on: a savepoint where a failed statement spoils the transaction."""
         return self.transaction()
+
+    def _before_read(self) -> None:
+        """A read inside a transaction sees its deferred rows."""
+        if self._deferred and self._cursor is not None and self._depth:
+            self._write_deferred(self._cursor)
+
+    def _commit(self, cur: Cursor) -> None:
+        cur.execute("COMMIT")
 
     def _undo(self, cur: Cursor, outer: bool) -> None:
         cur.execute("ROLLBACK" if outer else "ROLLBACK TO nested")
@@ -192,10 +246,12 @@ class Database(ABC):
     def query(self, sql: str, params: Params = ()) -> list[Row]:
         """Rows read on the writer connection: inside a transaction of this thread, they include its writes."""
         with self._lock:
+            self._before_read()
             return self._read(lambda: _fetch_all(self._writer(), sql, params))
 
     def query_one(self, sql: str, params: Params = ()) -> Row | None:
         with self._lock:
+            self._before_read()
             row: Row | None = self._read(lambda: _fetch_one(self._writer(), sql, params))
             return row
 

@@ -51,10 +51,12 @@ class GroupCommit:
         *,
         busy: Callable[[BaseException], bool],
         retryable: Callable[[BaseException], bool],
+        optimistic: Callable[[], bool],
     ) -> None:
         self._transaction = transaction  # Database.transaction: `wait=False` fails at once on another's lock
         self._busy = busy  # the error of a BEGIN that found another process's writer lock (SQLite)
         self._retryable = retryable  # the error of a write the database undid to break a deadlock (PostgreSQL)
+        self._optimistic = optimistic  # whether the open transaction gives its writes no savepoint
         self._queue: list[_Queued] = []
         self._guard = threading.Lock()  # the queue is appended on the loop's thread, drained on any
         self._ticking = False
@@ -91,21 +93,27 @@ class GroupCommit:
             queued, self._queue = [q for q in self._queue if not q.future.cancelled()], []
         if not queued:
             return True
+        optimistic = True
         for attempt in range(RETRIES + 1):
             done: list[tuple[_Queued, bool, Any]] = []
             begun = False
             try:
-                with self._transaction(wait=wait):
+                with self._transaction(wait=wait, optimistic=optimistic):
                     begun = True
                     for q in queued:
                         done.append((q, *self._one(q)))
             except (KeyboardInterrupt, SystemExit):
                 raise
-            except _Redo:  # a deadlock with another process undid a write: the whole group runs again
+            except _Redo as redo:  # the whole group runs again
+                if redo.careful:  # a write raised with no savepoint of its own: each gets one now
+                    optimistic = False
                 if attempt < RETRIES:
                     continue
                 done = [(q, False, RuntimeError("the store broke a deadlock too often")) for q in queued]
             except BaseException as exc:  # the group's BEGIN or COMMIT failed: nothing of it is written
+                if begun and optimistic and attempt < RETRIES:
+                    optimistic = False  # a failure seen only at the commit (a pipeline's): find whose, write by write
+                    continue
                 if not begun and not wait and self._busy(exc):
                     with self._guard:
                         self._queue[:0] = queued
@@ -127,12 +135,19 @@ class GroupCommit:
             raise
         except BaseException as exc:  # it is raised again in the write's caller
             if self._retryable(exc):
-                raise _Redo from exc
+                raise _Redo(careful=False) from exc
+            if self._optimistic():  # its writes so far are still in the transaction: undo them all
+                raise _Redo(careful=True) from exc
             return False, exc
 
 
 class _Redo(Exception):
-    """A grouped write was undone to break a deadlock: the group's transaction rolls back and runs again."""
+    """The group's transaction rolls back and runs again: a deadlock undid a write, or (`careful`) a write raised
+    where it had no savepoint of its own."""
+
+    def __init__(self, *, careful: bool) -> None:
+        super().__init__()
+        self.careful = careful
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

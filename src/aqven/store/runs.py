@@ -100,6 +100,7 @@ class RunStore:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._last_seq: dict[str, tuple[int, int]] = {}  # run -> (db generation, the last seq this store wrote)
+        self._cost: dict[str, tuple[int, Decimal]] = {}  # run -> (db generation, its cost as this store wrote it)
 
     # ---- runs ----
 
@@ -137,6 +138,7 @@ class RunStore:
     def _insert_run(self, row: tuple[Any, ...]) -> None:
         self._execute(_INSERT_RUN, row)
         self._remember_seq(row[0], 0)  # a new run has no event: its first is seq 1
+        self._remember_cost(row[0], Decimal(0))
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> None:
         with self.db.transaction() as cur:
@@ -156,9 +158,16 @@ class RunStore:
         self, run_id: str, *, input_tokens: int, output_tokens: int, cost: Decimal | None, simulated: bool
     ) -> None:
         with self.db.transaction() as cur:
-            # Read to be written: locked until the commit where rows are locked (another process may add too).
-            row = cur.execute(f"SELECT cost_usd FROM runs WHERE id=?{self.db.for_update}", (run_id,)).fetchone()
-            total = Decimal(row["cost_usd"]) + (cost or Decimal(0))
+            # The run's cost so far: as this store last wrote it while no transaction rolled back since (a run is
+            # run by one process at a time), else read, locked until the commit where rows are locked.
+            kept = self._cost.get(run_id)
+            if kept is not None and kept[0] == self.db.generation:
+                before = kept[1]
+            else:
+                row = cur.execute(f"SELECT cost_usd FROM runs WHERE id=?{self.db.for_update}", (run_id,)).fetchone()
+                before = Decimal(row["cost_usd"])
+            total = before + (cost or Decimal(0))
+            self._remember_cost(run_id, total)
             cur.execute(
                 "UPDATE runs SET input_tokens=input_tokens+?, output_tokens=output_tokens+?, cost_usd=?,"
                 " unpriced_calls=unpriced_calls+?, model_calls=model_calls+1,"
@@ -299,7 +308,13 @@ class RunStore:
             # transaction rolled back since. Another process that wrote the run's events meanwhile (a worker that
             # resumed it) took that seq: the insert then fails, and the seq is read again.
             last = self._last_seq.get(run_id)
-            seq = last[1] + 1 if last is not None and last[0] == self.db.generation else _max_seq(cur, run_id) + 1
+            known = last is not None and last[0] == self.db.generation
+            if known and self.db.optimistic:  # with the transaction's other events, in one statement at its end
+                assert last is not None
+                self.db.defer(_INSERT_EVENT, (run_id, last[1] + 1, ts, kind, node_id, payload))
+                self._remember_seq(run_id, last[1] + 1)
+                return
+            seq = last[1] + 1 if known and last is not None else _max_seq(cur, run_id) + 1
             for tries in range(_SEQ_TRIES):
                 try:
                     with self.db.undoable():
@@ -313,6 +328,12 @@ class RunStore:
                 cur.execute(f"SELECT id FROM runs WHERE id=?{self.db.for_update}", (run_id,))
                 seq = _max_seq(cur, run_id) + 1
             self._remember_seq(run_id, seq)
+
+    def _remember_cost(self, run_id: str, cost: Decimal) -> None:
+        """What the run has cost so far, as this store wrote it (good while no transaction of its rolls back)."""
+        if len(self._cost) >= _SEQS_KEPT:
+            self._cost.clear()
+        self._cost[run_id] = (self.db.generation, cost)
 
     def _remember_seq(self, run_id: str, seq: int) -> None:
         """The last event seq this store wrote for the run (good while no transaction of its rolls back)."""

@@ -343,14 +343,24 @@ class SeriesStore:
         )
         return None if row is None else self._attempt(row)
 
-    def claim(self, series_id: str, idx: int, run_id: str) -> bool:
-        """Mark a queued attempt running with its run, atomically; False if it was not queued."""
+    def claim(self, series_id: str, idx: int, run_id: str, inputs_hash: str | None = None) -> bool:
+        """Mark a queued attempt running with its run, atomically; False if it was not queued. `inputs_hash`: the
+        hash of the inputs it starts on, when none is recorded yet (`set_attempt_inputs` in the same statement)."""
+        sql = (
+            "UPDATE attempts SET status='running', run_id=?, started_at=?, inputs_hash=COALESCE(inputs_hash, ?)"
+            " WHERE series_id=? AND idx=? AND status='queued'"
+        )
         with self.db.transaction() as cur:
-            cur.execute(
-                "UPDATE attempts SET status='running', run_id=?, started_at=? WHERE series_id=? AND idx=?"
-                " AND status='queued'",
-                (run_id, now_iso(), series_id, idx),
-            )
+            if self.db.optimistic:
+                # In a pipelined group (PostgreSQL) a row count would wait for the answer: a claim that finds the
+                # attempt taken fails instead (a division by zero), which runs the group again write by write, where
+                # this claim answers False as below.
+                cur.execute(
+                    f"WITH claimed AS ({sql} RETURNING 1) SELECT 1 / COUNT(*) FROM claimed",
+                    (run_id, now_iso(), inputs_hash, series_id, idx),
+                )
+                return True
+            cur.execute(sql, (run_id, now_iso(), inputs_hash, series_id, idx))
             return cur.rowcount == 1
 
     def set_attempt_inputs(self, series_id: str, idx: int, inputs_hash: str) -> None:
@@ -388,15 +398,13 @@ class SeriesStore:
 
     def _finish_attempt(self, series_id: str, idx: int, row: tuple[Any, ...], inputs_hash: str | None) -> None:
         with self.db.transaction() as cur:
-            # The series' clock as it is now (only its two columns: the plan is not parsed once per attempt).
-            clock = cur.execute("SELECT active_seconds, active_since FROM series WHERE id=?", (series_id,)).fetchone()
-            since = clock["active_since"]
-            active = clock["active_seconds"] + (time.time() - since if since is not None else 0.0)
+            # The series' running time as it is now, read by the same statement (one round trip to a server).
             cur.execute(
                 "UPDATE attempts SET status='done', outcome=?, value=?, error_code=?, error_message=?, checks=?,"
-                " cost_usd=?, unpriced=?, ended_at=?, active_at_end=?, inputs_hash=COALESCE(?, inputs_hash)"
-                " WHERE series_id=? AND idx=? AND status='running'",
-                (*row, now_iso(), active, inputs_hash, series_id, idx),
+                " cost_usd=?, unpriced=?, ended_at=?, active_at_end=(SELECT active_seconds + CASE WHEN active_since"
+                " IS NULL THEN 0 ELSE ? - active_since END FROM series WHERE id=?),"
+                " inputs_hash=COALESCE(?, inputs_hash) WHERE series_id=? AND idx=? AND status='running'",
+                (*row, now_iso(), time.time(), series_id, inputs_hash, series_id, idx),
             )
 
     def requeue_for_rerun(self, series_id: str, idx: int, spent_before: str) -> None:

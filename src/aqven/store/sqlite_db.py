@@ -86,11 +86,12 @@ class SqliteDatabase(Database):
     def _writer(self) -> Cursor:
         return cast(Cursor, self._conn.cursor())
 
-    def _begin(self, cur: Cursor, *, wait: bool) -> None:
+    def _begin(self, cur: Cursor, *, wait: bool) -> Cursor:
         if wait:
             _patient(lambda: cur.execute("BEGIN IMMEDIATE"))
         else:
             cur.execute("BEGIN IMMEDIATE")
+        return cur
 
     def _read(self, step: Callable[[], T]) -> T:
         return _patient(step)

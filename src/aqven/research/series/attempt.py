@@ -130,8 +130,8 @@ class NotQueued(BaseException):
     A BaseException, so that it passes through the engine's handlers untouched, up to `run_owned`."""
 
 
-def _claim(store: SeriesStore, s: SeriesRow, a: AttemptRow, run_id: str) -> None:
-    if not store.claim(s.id, a.idx, run_id):
+def _claim(store: SeriesStore, s: SeriesRow, a: AttemptRow, run_id: str, inputs: str | None = None) -> None:
+    if not store.claim(s.id, a.idx, run_id, inputs):
         raise NotQueued(f"attempt {a.idx} of {s.id} is not queued")
 
 
@@ -170,12 +170,14 @@ async def _run_attempt(
     started_on = a.inputs_hash
     runner = engine()
     before: list[Callable[[], object]] = []
+    fresh = started_on is None
     if started_on is None:  # what the attempt starts on (a wait for a person keeps it)
         started_on = inputs_hash(s, ws)
-        before.append(functools.partial(store.set_attempt_inputs, s.id, a.idx, started_on))
     begun: RunRecord | Begun
     if a.status == "queued":  # claimed with its run's creation: the first transaction of both (`run_owned`)
-        before.insert(0, functools.partial(_claim, store, s, a, run_id))
+        before.append(functools.partial(_claim, store, s, a, run_id, started_on if fresh else None))
+    elif fresh:
+        before.append(functools.partial(store.set_attempt_inputs, s.id, a.idx, started_on))
     if a.status != "queued" and runs.exists(run_id):  # resumed: after a restart, a person's answer, another worker
         with runs.db.batch():
             for write in before:
