@@ -7,7 +7,7 @@ import atexit
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -121,3 +121,63 @@ def store_url(request: pytest.FixtureRequest) -> str | None:
         return None
     dsn: str = request.getfixturevalue("pg_database")
     return dsn
+
+
+@pytest.fixture
+def backend(store_url: str | None, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """Run the test on its backend: for PostgreSQL, AQVEN_STORE names a fresh database (the servers the test starts,
+    in-process or as processes, and their workers all use it); for SQLite no store setting, as always."""
+    if store_url is None:
+        monkeypatch.delenv("AQVEN_STORE", raising=False)
+    else:
+        monkeypatch.setenv("AQVEN_STORE", store_url)
+    return store_url
+
+
+@pytest.fixture
+def make_database(store_url: str | None, tmp_path: Path, postgres_dsn_or_none: str | None) -> Iterator[Any]:
+    """`make_database(name)`: a new connection to the store called `name` of this test, on the test's backend (a
+    SQLite file in tmp_path, or a PostgreSQL database made for that name); the same name is the same store."""
+    from aqven.store.db import Database
+    from aqven.store.location import StoreLocation
+    from aqven.store.open import open_database
+
+    made: dict[str, StoreLocation] = {}
+    opened: list[Database] = []
+
+    def make(name: str = "db.sqlite") -> Database:
+        if name not in made:
+            if store_url is None:
+                made[name] = StoreLocation("sqlite", path=tmp_path / name)
+            else:
+                assert postgres_dsn_or_none is not None
+                made[name] = StoreLocation("postgresql", dsn=postgres.create_database(postgres_dsn_or_none))
+        db = open_database(made[name])
+        opened.append(db)
+        return db
+
+    yield make
+    for db in opened:
+        db.close()
+    for location in made.values():
+        if location.dsn is not None and postgres_dsn_or_none is not None:
+            postgres.drop_database(postgres_dsn_or_none, location.dsn)
+
+
+@pytest.fixture
+def postgres_dsn_or_none(store_url: str | None, request: pytest.FixtureRequest) -> str | None:
+    """The PostgreSQL server's DSN when the test runs on PostgreSQL (None on SQLite)."""
+    return None if store_url is None else str(request.getfixturevalue("postgres_dsn"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test marked `sqlite_only` (it tests SQLite itself) runs once, on SQLite."""
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and callspec.params.get("store_url") == "postgresql"
+        (dropped if on_postgres and item.get_closest_marker("sqlite_only") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

@@ -4,14 +4,15 @@ wrote last instead of reading the largest number each time: another process that
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from aqven.store.db import Database
 from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore
-from aqven.store.sqlite_db import SqliteDatabase
+
+MakeDatabase = Callable[..., Database]
 
 
 def seqs(db: Database, run_id: str) -> list[int]:
@@ -22,9 +23,8 @@ def kinds(store: RunStore, run_id: str) -> list[str]:
     return [e.kind for e in store.events(run_id)]
 
 
-def test_two_processes_writing_one_runs_events_in_turn_number_them_densely(tmp_path: Path) -> None:
-    path = tmp_path / "a.sqlite"
-    server, worker = RunStore(SqliteDatabase(path)), RunStore(SqliteDatabase(path))  # two connections, as two processes
+def test_two_processes_writing_one_runs_events_in_turn_number_them_densely(make_database: MakeDatabase) -> None:
+    server, worker = RunStore(make_database("a")), RunStore(make_database("a"))  # two connections, as two processes
     run_id = server.create(RunRequest(flow_id="f", input={}))
     server.append_event(run_id, "a")
     server.append_event(run_id, "b")
@@ -36,8 +36,8 @@ def test_two_processes_writing_one_runs_events_in_turn_number_them_densely(tmp_p
     assert kinds(server, run_id) == ["a", "b", "c", "d", "e", "f"]
 
 
-def test_a_rolled_back_batch_leaves_no_hole_in_the_numbers(tmp_path: Path) -> None:
-    store = RunStore(SqliteDatabase(tmp_path / "a.sqlite"))
+def test_a_rolled_back_batch_leaves_no_hole_in_the_numbers(make_database: MakeDatabase) -> None:
+    store = RunStore(make_database("a"))
     run_id = store.create(RunRequest(flow_id="f", input={}))
     store.append_event(run_id, "a")
     with pytest.raises(RuntimeError), store.db.batch():
@@ -49,8 +49,8 @@ def test_a_rolled_back_batch_leaves_no_hole_in_the_numbers(tmp_path: Path) -> No
     assert kinds(store, run_id) == ["a", "b"]
 
 
-def test_a_failed_inner_write_of_a_batch_leaves_no_hole_either(tmp_path: Path) -> None:
-    store = RunStore(SqliteDatabase(tmp_path / "a.sqlite"))
+def test_a_failed_inner_write_of_a_batch_leaves_no_hole_either(make_database: MakeDatabase) -> None:
+    store = RunStore(make_database("a"))
     run_id = store.create(RunRequest(flow_id="f", input={}))
     with store.db.batch():
         store.append_event(run_id, "a")

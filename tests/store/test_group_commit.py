@@ -1,7 +1,7 @@
 """Group commit (store/group_commit.py): writes handed in together share one transaction, each still stands alone.
 
-Against a real SQLite file; commits are counted with the connection's statement trace, and what is on record is
-read from a second connection, as another process would see it.
+On both backends (a real SQLite file, a real PostgreSQL database): commits are counted as they succeed, and what
+is on record is read from a second connection, as another process would see it.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
-from pathlib import Path
-from typing import cast
+from collections.abc import Callable
+from typing import Any, cast
 
 import pytest
 
@@ -18,13 +18,22 @@ from aqven.store import group_commit
 from aqven.store.db import Database
 from aqven.store.sqlite_db import SqliteDatabase
 
+MakeDatabase = Callable[..., Database]
 
-def _db(tmp_path: Path) -> tuple[Database, list[str]]:
-    db = SqliteDatabase(tmp_path / "g.sqlite")
+
+def _db(make_database: MakeDatabase) -> tuple[Database, list[str]]:
+    db = make_database("g")
     with db.transaction() as cur:
         cur.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)")
+    _reader(make_database)
     commits: list[str] = []
-    db._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    commit = db._commit
+
+    def counted(cur: Any) -> None:
+        commit(cur)
+        commits.append("COMMIT")
+
+    db._commit = counted  # type: ignore[method-assign]
     return db, commits
 
 
@@ -34,37 +43,40 @@ def _put(db: Database, key: str, value: int) -> str:
     return key
 
 
-def _on_record(path: Path) -> dict[str, int]:
-    other = sqlite3.connect(path)
-    try:
-        return {k: v for k, v in other.execute("SELECT k, v FROM t")}
-    finally:
-        other.close()
+@functools.cache
+def _reader(make_database: MakeDatabase) -> Database:
+    """A second connection of the test's (opened once: opening one takes the writer lock on SQLite)."""
+    return make_database("g")
 
 
-async def test_writes_handed_in_while_held_share_one_commit(tmp_path: Path) -> None:
-    db, commits = _db(tmp_path)
+def _on_record(make_database: MakeDatabase) -> dict[str, int]:
+    with _reader(make_database).reading() as conn:
+        return {r[0]: r[1] for r in conn.execute("SELECT k, v FROM t").fetchall()}
+
+
+async def test_writes_handed_in_while_held_share_one_commit(make_database: MakeDatabase) -> None:
+    db, commits = _db(make_database)
     busy = [True]
     db.group.hold = lambda: busy[0]
     tasks = [asyncio.ensure_future(db.grouped(functools.partial(_put, db, f"k{i}", i))) for i in range(10)]
     await asyncio.sleep(0)
-    assert _on_record(cast(SqliteDatabase, db).path) == {}  # held: the CPU phases still run
+    assert _on_record(make_database) == {}  # held: the CPU phases still run
     busy[0] = False
     assert await asyncio.gather(*tasks) == [f"k{i}" for i in range(10)]
     assert commits == ["COMMIT"]
-    assert _on_record(cast(SqliteDatabase, db).path) == {f"k{i}": i for i in range(10)}
+    assert _on_record(make_database) == {f"k{i}": i for i in range(10)}
 
 
-async def test_a_write_is_on_record_when_its_caller_goes_on(tmp_path: Path) -> None:
-    db, commits = _db(tmp_path)
+async def test_a_write_is_on_record_when_its_caller_goes_on(make_database: MakeDatabase) -> None:
+    db, commits = _db(make_database)
     for i in range(3):
         await db.grouped(functools.partial(_put, db, f"k{i}", i))
-        assert _on_record(cast(SqliteDatabase, db).path) == {f"k{j}": j for j in range(i + 1)}
+        assert _on_record(make_database) == {f"k{j}": j for j in range(i + 1)}
     assert len(commits) == 3  # nothing joined them: one commit each, none held back
 
 
-async def test_a_write_that_raises_is_undone_alone_and_raises_in_its_caller(tmp_path: Path) -> None:
-    db, commits = _db(tmp_path)
+async def test_a_write_that_raises_is_undone_alone_and_raises_in_its_caller(make_database: MakeDatabase) -> None:
+    db, commits = _db(make_database)
 
     def half_then_fail() -> None:
         _put(db, "half", 1)
@@ -79,13 +91,13 @@ async def test_a_write_that_raises_is_undone_alone_and_raises_in_its_caller(tmp_
     results = await asyncio.gather(*tasks, return_exceptions=True)
     assert results[0] == "a" and results[3] == "b"
     assert isinstance(results[1], ValueError)
-    assert isinstance(results[2], sqlite3.IntegrityError)
-    assert _on_record(cast(SqliteDatabase, db).path) == {"a": 1, "b": 3}
+    assert isinstance(results[2], db.IntegrityError)
+    assert _on_record(make_database) == {"a": 1, "b": 3}
     assert commits == ["COMMIT"]
 
 
-async def test_a_plain_transaction_writes_what_was_handed_in_before_it_first(tmp_path: Path) -> None:
-    db, _ = _db(tmp_path)
+async def test_a_plain_transaction_writes_what_was_handed_in_before_it_first(make_database: MakeDatabase) -> None:
+    db, _ = _db(make_database)
     db.group.hold = lambda: True
     order: list[str] = []
 
@@ -97,13 +109,13 @@ async def test_a_plain_transaction_writes_what_was_handed_in_before_it_first(tmp
     await asyncio.sleep(0)  # queued, held
     with db.transaction():
         order.append("plain")
-        assert _on_record(cast(SqliteDatabase, db).path) == {"first": 1}  # committed before this transaction began
+        assert _on_record(make_database) == {"first": 1}  # committed before this transaction began
     assert order == ["grouped", "plain"]
     assert await first == "first"
 
 
-async def test_a_cancelled_caller_s_write_is_not_written(tmp_path: Path) -> None:
-    db, _ = _db(tmp_path)
+async def test_a_cancelled_caller_s_write_is_not_written(make_database: MakeDatabase) -> None:
+    db, _ = _db(make_database)
     busy = [True]
     db.group.hold = lambda: busy[0]
     gone = asyncio.ensure_future(db.grouped(lambda: _put(db, "gone", 1)))
@@ -113,13 +125,13 @@ async def test_a_cancelled_caller_s_write_is_not_written(tmp_path: Path) -> None
     busy[0] = False
     assert await kept == "kept"
     assert gone.cancelled()
-    assert _on_record(cast(SqliteDatabase, db).path) == {"kept": 2}
+    assert _on_record(make_database) == {"kept": 2}
 
 
 async def test_a_write_held_by_a_phase_that_never_ends_waits_at_most_wait_s(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_database: MakeDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db, commits = _db(tmp_path)
+    db, commits = _db(make_database)
     db.group.hold = lambda: True  # a phase that forgot to release the CPU gate must not stall its writes
     monkeypatch.setattr(group_commit, "WAIT_S", 0.05)
     loop = asyncio.get_running_loop()
@@ -129,8 +141,10 @@ async def test_a_write_held_by_a_phase_that_never_ends_waits_at_most_wait_s(
     assert commits == ["COMMIT"]
 
 
-async def test_a_group_is_written_at_once_when_it_is_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    db, commits = _db(tmp_path)
+async def test_a_group_is_written_at_once_when_it_is_full(
+    make_database: MakeDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, commits = _db(make_database)
     db.group.hold = lambda: True
     monkeypatch.setattr(group_commit, "WAIT_S", 30.0)
     n = group_commit.MAX_WRITES
@@ -139,12 +153,13 @@ async def test_a_group_is_written_at_once_when_it_is_full(tmp_path: Path, monkey
     assert len(done) == n and commits == ["COMMIT"]
 
 
+@pytest.mark.sqlite_only  # SQLite's one writer lock; PostgreSQL has none to find taken
 async def test_a_group_that_finds_the_writer_lock_taken_lets_the_loop_run_and_commits_once_it_is_free(
-    tmp_path: Path,
+    make_database: MakeDatabase,
 ) -> None:
     """Another process writing: the group does not sleep on the lock (the loop would stop with it); the attempts'
     other work goes on, and the write lands once the lock is free."""
-    db, commits = _db(tmp_path)
+    db, commits = _db(make_database)
     other = sqlite3.connect(cast(SqliteDatabase, db).path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     other.execute("INSERT INTO t VALUES ('other', 0)")
@@ -159,5 +174,5 @@ async def test_a_group_that_finds_the_writer_lock_taken_lets_the_loop_run_and_co
     other.execute("COMMIT")
     other.close()
     assert await asyncio.wait_for(write, 5) == "mine"
-    assert _on_record(cast(SqliteDatabase, db).path) == {"other": 0, "mine": 1}
+    assert _on_record(make_database) == {"other": 0, "mine": 1}
     assert commits == ["COMMIT"]

@@ -9,6 +9,7 @@ made its JSON inside the transaction fails.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from aqven.store import runs as runs_module
 from aqven.store import series as series_module
+from aqven.store.db import Database
 from aqven.store.records import RunError, RunRequest
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
@@ -29,9 +31,9 @@ def _broken(*_args: object, **_kwargs: object) -> str:
 
 
 def test_held_writes_make_their_json_when_made_not_when_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_database: Callable[..., Database], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db = SqliteDatabase(tmp_path / "p.sqlite")
+    db = make_database("p")
     runs, series = RunStore(db), SeriesStore(db)
     plan = SeriesPlan(flow_id="f", dataset_id="d", cases=["c"], sides={"c": "dev"}, variants=["v"], repeats=1)
     sid = create_series(series, plan, attempt_rows(plan))
@@ -89,8 +91,8 @@ def test_held_writes_make_their_json_when_made_not_when_written(
     assert row.active_at_end is not None  # read from the series' clock when it was written
 
 
-def test_a_held_event_keeps_the_data_it_was_made_with(tmp_path: Path) -> None:
-    runs = RunStore(SqliteDatabase(tmp_path / "p.sqlite"))
+def test_a_held_event_keeps_the_data_it_was_made_with(make_database: Callable[..., Database]) -> None:
+    runs = RunStore(make_database("p"))
     runs.create(RunRequest(flow_id="f"), run_id="run_b")
     data = {"output": "first"}
     write = runs.event("run_b", "node_end", "n", data)
@@ -100,6 +102,7 @@ def test_a_held_event_keeps_the_data_it_was_made_with(tmp_path: Path) -> None:
     assert event.data == {"output": "first"}
 
 
+@pytest.mark.sqlite_only  # SQLite's pragmas
 def test_every_connection_keeps_commits_short(tmp_path: Path) -> None:
     db = SqliteDatabase(tmp_path / "p.sqlite")
     with db.reading() as reader:

@@ -7,12 +7,14 @@ costs with many decimals, unpriced calls and finish times; the row-by-row count 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
+from aqven.store.db import Database
 from aqven.store.schema import SCHEMA_VERSION
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesPlan
@@ -69,9 +71,9 @@ def _random_series(store: SeriesStore, rng: random.Random) -> str:
 
 
 @pytest.mark.parametrize("seed", range(25))
-def test_tally_equals_a_count_of_the_rows(tmp_path: Path, seed: int) -> None:
+def test_tally_equals_a_count_of_the_rows(make_database: Callable[..., Database], seed: int) -> None:
     rng = random.Random(seed)
-    store = SeriesStore(SqliteDatabase(tmp_path / "db.sqlite"))
+    store = SeriesStore(make_database())
     sid = _random_series(store, rng)
     since = rng.uniform(0, 600)
     tally = read_tally(store.db, sid, finished_since=since)
@@ -115,8 +117,10 @@ def test_tally_equals_a_count_of_the_rows(tmp_path: Path, seed: int) -> None:
     assert tally.fails == fails
 
 
-def test_a_plan_is_parsed_once_per_series(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = SeriesStore(SqliteDatabase(tmp_path / "db.sqlite"))
+def test_a_plan_is_parsed_once_per_series(
+    make_database: Callable[..., Database], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SeriesStore(make_database())
     sid = _random_series(store, random.Random(1))
     parses = []
     real = SeriesPlan.model_validate_json
@@ -148,6 +152,7 @@ def _back_to_version_7(cur: Any) -> None:
     cur.execute("DELETE FROM schema_version WHERE version>=8")
 
 
+@pytest.mark.sqlite_only  # a SQLite file of an old schema; PostgreSQL stores start at the current one
 def test_a_version_2_database_gains_everything_since(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     db = SqliteDatabase(path)
@@ -208,6 +213,7 @@ def _finished_series(store: SeriesStore, cases: int, repeats: int) -> str:
     return sid
 
 
+@pytest.mark.sqlite_only  # counted in SQLite's virtual machine steps
 def test_a_snapshot_reads_cells_not_attempts(tmp_path: Path) -> None:
     """The tallies of 20 cases read about the same number of SQLite steps with 10 or 1,000 attempts a cell."""
     counts = []
@@ -259,6 +265,7 @@ def _steps_to_read_running(tmp_path: Path, queued: int) -> int:
     return steps[0]
 
 
+@pytest.mark.sqlite_only  # counted in SQLite's virtual machine steps
 def test_reading_the_running_attempts_does_not_walk_the_whole_series(tmp_path: Path) -> None:
     # The driver reads them after every attempt: the work must not grow with the series' queued attempts.
     small, big = _steps_to_read_running(tmp_path, 100), _steps_to_read_running(tmp_path, 20_000)

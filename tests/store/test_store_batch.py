@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 from aqven.store.db import Database
-from aqven.store.sqlite_db import SqliteDatabase
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
-    d = SqliteDatabase(tmp_path / "a.sqlite")
+def db(make_database: Callable[..., Database]) -> Database:
+    d = make_database("a")
     with d.transaction() as cur:
         cur.execute("CREATE TABLE t (x INTEGER)")
     return d

@@ -180,8 +180,10 @@ class KeptTally:
                 costs = cur.execute(_sided(_COSTS_CHANGED, side), (sid, *extra, self.seq)).fetchall()
                 first = cur.execute(_sided(_FIRST, side), (sid, *extra)).fetchone()[0]
                 recent = int(cur.execute(_sided(_RECENT, side), (sid, *extra, finished_since)).fetchone()[0])
+                # In index order, sorted here: an ORDER BY makes SQLite walk every attempt of the series.
                 running = [
-                    RunningAttempt(r[1], r[2], bool(r[3]), r[4], int(r[5] or 0)) for r in cur.execute(_RUNNING, (sid,))
+                    RunningAttempt(r[1], r[2], bool(r[3]), r[4], int(r[5] or 0))
+                    for r in sorted(cur.execute(_RUNNING, (sid,)).fetchall(), key=lambda r: int(r[0]))
                 ]
                 limited = {r[0] for r in cur.execute(_sided(_RATE_LIMITED, side), (sid, *extra))}
             self._apply(cells, costs)
