@@ -37,7 +37,6 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import sys
 import time
 from dataclasses import dataclass, field
@@ -78,12 +77,14 @@ def alive(pid: int) -> bool:
 
 def db_rows(root: Path, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
     """Rows from the project database, read by a separate connection (as a crash observer would)."""
-    con = sqlite3.connect(f"file:{root / '.aqven' / 'aqven.sqlite'}?mode=ro", uri=True, timeout=30)
-    con.row_factory = sqlite3.Row
+    from aqven.store.open import project_database
+
+    db = project_database(root)
     try:
-        return [dict(r) for r in con.execute(sql, params)]
+        with db.reading() as conn:
+            return [dict(r) for r in conn.execute(sql, params).fetchall()]
     finally:
-        con.close()
+        db.close()
 
 
 async def baseline(root: Path, *, seed: int, limit_s: float) -> dict[str, Any]:

@@ -83,12 +83,10 @@ class Database(ABC):
         self._lock = threading.RLock()
         self._depth = 0  # open transactions of the lock's holder (a batch and what it groups)
         self.generation = 0  # counts rollbacks: what a store remembers of its own writes is good within one
-        self._optimistic = False  # the open transaction's nested ones make no savepoint (`transaction`)
+        self._pipelined = False  # the open transaction is a pipelined group (`transaction`)
         self._cursor: Cursor | None = None  # the open outer transaction's cursor
         self._deferred: dict[str, list[tuple[Any, ...]]] = {}  # rows to insert at its end (`defer`)
-        self.group = GroupCommit(
-            self.transaction, busy=self.is_busy, retryable=self.is_retryable, optimistic=lambda: self._optimistic
-        )
+        self.group = GroupCommit(self.transaction, busy=self.is_busy)
 
     # ---- what a backend provides ----
 
@@ -137,37 +135,26 @@ class Database(ABC):
         """Whether `exc` says another connection holds the lock a transaction needs to begin."""
         return False
 
-    def is_retryable(self, exc: BaseException) -> bool:
-        """Whether `exc` undid a write that may simply be run again (a deadlock the database broke)."""
-        return False
-
     # ---- shared ----
 
-    #: Whether a group of grouped writes may first run without a savepoint per write (store/group_commit.py): where
-    #: a savepoint costs two round trips to a server (PostgreSQL) and not a function call (SQLite).
-    optimistic_groups = False
+    #: Whether a group of grouped writes is sent in one pipeline (store/group_commit.py): where each statement is a
+    #: round trip to a server (PostgreSQL), not a function call (SQLite).
+    pipelined_groups = False
 
     @contextmanager
-    def transaction(self, *, wait: bool = True, optimistic: bool = False) -> Iterator[Cursor]:
+    def transaction(self, *, wait: bool = True, pipelined: bool = False) -> Iterator[Cursor]:
         """One write transaction; inside a `batch` it is a savepoint of the batch's (same all-or-nothing). With
         `wait` off, it fails at once while another process holds the writer lock (SQLite).
 
-        `optimistic` (an outer transaction of group commit, where the backend has `optimistic_groups`): the
-        transactions nested in it make no savepoint, so one that raises leaves its writes in place; the caller
-        then rolls the whole transaction back and runs it again without `optimistic`."""
+        `pipelined` (group commit's transaction, where the backend has `pipelined_groups`): its statements go out
+        without waiting for their answers. Each transaction nested directly in it (one grouped write) still has its
+        savepoint, and waits for its statements' answers before it is released (`_settle`): a statement that failed
+        fails that write alone, as on SQLite."""
         with self._lock:
             outer = self._depth == 0
             if outer:
                 self.group.drain()  # what was handed in earlier is written first (store/group_commit.py)
-                self._optimistic = optimistic and self.optimistic_groups
-            elif self._optimistic:
-                assert self._cursor is not None
-                self._depth += 1
-                try:
-                    yield self._cursor
-                finally:
-                    self._depth -= 1
-                return
+                self._pipelined = pipelined and self.pipelined_groups
             cur = self._writer()
             if outer:
                 cur = self._begin(cur, wait=wait)
@@ -177,27 +164,34 @@ class Database(ABC):
             self._depth += 1
             try:
                 yield cur
-                if outer:  # a COMMIT that fails (a pipeline's deferred error) is undone as the block's failure is
+                if outer:  # a COMMIT that fails (a pipeline's error) is undone as the block's failure is
                     self._write_deferred(cur)
                     self._commit(cur)
                 else:
+                    if self._pipelined and self._depth == 2:  # one grouped write: its failure is its own
+                        self._write_deferred(cur)
+                        self._settle()
                     cur.execute("RELEASE nested")
             except BaseException:
                 self.generation += 1
-                if outer:
-                    self._deferred.clear()
+                self._deferred.clear()
                 self._undo(cur, outer)
                 raise
             finally:
                 self._depth -= 1
                 if outer:
-                    self._optimistic = False
+                    self._pipelined = False
                 cur.close()
 
+    def _settle(self) -> None:
+        """Wait for the answers to what was sent in a pipeline; raise the error of a statement that failed."""
+        return None
+
     def defer(self, sql: str, row: tuple[Any, ...]) -> None:
-        """Insert `row` with `sql` at the end of the open optimistic transaction, with the others of its kind in one
-        statement (an insert nothing in the transaction reads back: a trace event). Only while `optimistic`."""
-        assert self._optimistic
+        """Insert `row` with `sql` at the end of the grouped write (or transaction) it is made in, with the others of
+        its kind in one statement (an insert nothing in the write reads back: a trace event). Only while
+        `pipelined`."""
+        assert self._pipelined
         self._deferred.setdefault(sql, []).append(row)
 
     def _write_deferred(self, cur: Cursor) -> None:
@@ -206,9 +200,9 @@ class Database(ABC):
         self._deferred.clear()
 
     @property
-    def optimistic(self) -> bool:
-        """Whether the open transaction runs its nested ones without savepoints (`transaction`)."""
-        return self._optimistic
+    def pipelined(self) -> bool:
+        """Whether the open transaction is group commit's pipelined one (`transaction`)."""
+        return self._pipelined
 
     def undoable(self) -> AbstractContextManager[Any]:
         """Around one statement that may fail (a duplicate key) inside a transaction, so that its failure undoes

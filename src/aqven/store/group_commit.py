@@ -28,7 +28,6 @@ T = TypeVar("T")
 WAIT_S = 0.002  # the longest a write waits for others to join it
 MAX_WRITES = 64  # a group this big is written at once
 RETRY_S = 0.0002  # a group that found the writer lock taken tries again after this
-RETRIES = 5  # times a group undone by a deadlock runs again
 LOCK_WAIT_S = 1.0  # after this, a group waits for the lock as a plain transaction does (and fails in the end)
 
 
@@ -50,13 +49,9 @@ class GroupCommit:
         transaction: Callable[..., AbstractContextManager[Any]],
         *,
         busy: Callable[[BaseException], bool],
-        retryable: Callable[[BaseException], bool],
-        optimistic: Callable[[], bool],
     ) -> None:
         self._transaction = transaction  # Database.transaction: `wait=False` fails at once on another's lock
         self._busy = busy  # the error of a BEGIN that found another process's writer lock (SQLite)
-        self._retryable = retryable  # the error of a write the database undid to break a deadlock (PostgreSQL)
-        self._optimistic = optimistic  # whether the open transaction gives its writes no savepoint
         self._queue: list[_Queued] = []
         self._guard = threading.Lock()  # the queue is appended on the loop's thread, drained on any
         self._ticking = False
@@ -93,61 +88,34 @@ class GroupCommit:
             queued, self._queue = [q for q in self._queue if not q.future.cancelled()], []
         if not queued:
             return True
-        optimistic = True
-        for attempt in range(RETRIES + 1):
-            done: list[tuple[_Queued, bool, Any]] = []
-            begun = False
-            try:
-                with self._transaction(wait=wait, optimistic=optimistic):
-                    begun = True
-                    for q in queued:
-                        done.append((q, *self._one(q)))
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except _Redo as redo:  # the whole group runs again
-                if redo.careful:  # a write raised with no savepoint of its own: each gets one now
-                    optimistic = False
-                if attempt < RETRIES:
-                    continue
-                done = [(q, False, RuntimeError("the store broke a deadlock too often")) for q in queued]
-            except BaseException as exc:  # the group's BEGIN or COMMIT failed: nothing of it is written
-                if begun and optimistic and attempt < RETRIES:
-                    optimistic = False  # a failure seen only at the commit (a pipeline's): find whose, write by write
-                    continue
-                if not begun and not wait and self._busy(exc):
-                    with self._guard:
-                        self._queue[:0] = queued
-                    return False
-                done = [(q, False, exc) for q in queued]
-            break
+        done: list[tuple[_Queued, bool, Any]] = []
+        begun = False
+        try:
+            with self._transaction(wait=wait, pipelined=True):
+                begun = True
+                for q in queued:
+                    done.append((q, *self._one(q)))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # the group's BEGIN or COMMIT failed: nothing of it is written
+            if not begun and not wait and self._busy(exc):
+                with self._guard:
+                    self._queue[:0] = queued
+                return False
+            done = [(q, False, exc) for q in queued]
         for q, ok, value in done:
             _settle(q.future, ok, value)
         return True
 
     def _one(self, q: _Queued) -> tuple[bool, Any]:
-        """Write one queued write in a savepoint of its own: one that raises is undone alone. One the database undid
-        to break a deadlock with another process undoes the group (`_Redo`): the locks its earlier writes took may be
-        what the other process waits for, so only a rollback of them all lets it go on."""
+        """Write one queued write in a savepoint of its own: one that raises is undone alone."""
         try:
             with self._transaction():
                 return True, q.write()
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # it is raised again in the write's caller
-            if self._retryable(exc):
-                raise _Redo(careful=False) from exc
-            if self._optimistic():  # its writes so far are still in the transaction: undo them all
-                raise _Redo(careful=True) from exc
             return False, exc
-
-
-class _Redo(Exception):
-    """The group's transaction rolls back and runs again: a deadlock undid a write, or (`careful`) a write raised
-    where it had no savepoint of its own."""
-
-    def __init__(self, *, careful: bool) -> None:
-        super().__init__()
-        self.careful = careful
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

@@ -177,7 +177,7 @@ class PostgresDatabase(Database):
 
     dialect = "postgresql"
     for_update = " FOR UPDATE"
-    optimistic_groups = True
+    pipelined_groups = True
     IntegrityError = psycopg.errors.IntegrityError
 
     def __init__(self, dsn: str) -> None:
@@ -207,10 +207,9 @@ class PostgresDatabase(Database):
         return cast(Cursor, _PgCursor(self._live().cursor(), None if pipeline is None else pipeline.sync))
 
     def _begin(self, cur: Cursor, *, wait: bool) -> Cursor:
-        if self._optimistic:
+        if self._pipelined:
             # A group of grouped writes is sent in one pipeline: its statements go out without waiting for each
-            # one's answer (a row count or a read waits), and a failure in it runs the group again with a savepoint
-            # per write and no pipeline (store/group_commit.py).
+            # one's answer; a row count or a read waits, and so does the end of each write (`_settle`).
             self._piping = self._conn.pipeline()
             self._pipeline = self._piping.__enter__()
             cur.close()
@@ -271,8 +270,9 @@ class PostgresDatabase(Database):
     def json_field(self, column: str, key: str) -> str:
         return f"({column}::json ->> '{key}')"
 
-    def is_retryable(self, exc: BaseException) -> bool:
-        return isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
+    def _settle(self) -> None:
+        if self._pipeline is not None:
+            self._pipeline.sync()
 
     @contextmanager
     def reading(self) -> Iterator[Reader]:

@@ -309,7 +309,7 @@ class RunStore:
             # resumed it) took that seq: the insert then fails, and the seq is read again.
             last = self._last_seq.get(run_id)
             known = last is not None and last[0] == self.db.generation
-            if known and self.db.optimistic:  # with the transaction's other events, in one statement at its end
+            if known and self.db.pipelined:  # with the write's other events, in one statement at its end
                 assert last is not None
                 self.db.defer(_INSERT_EVENT, (run_id, last[1] + 1, ts, kind, node_id, payload))
                 self._remember_seq(run_id, last[1] + 1)

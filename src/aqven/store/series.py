@@ -351,15 +351,6 @@ class SeriesStore:
             " WHERE series_id=? AND idx=? AND status='queued'"
         )
         with self.db.transaction() as cur:
-            if self.db.optimistic:
-                # In a pipelined group (PostgreSQL) a row count would wait for the answer: a claim that finds the
-                # attempt taken fails instead (a division by zero), which runs the group again write by write, where
-                # this claim answers False as below.
-                cur.execute(
-                    f"WITH claimed AS ({sql} RETURNING 1) SELECT 1 / COUNT(*) FROM claimed",
-                    (run_id, now_iso(), inputs_hash, series_id, idx),
-                )
-                return True
             cur.execute(sql, (run_id, now_iso(), inputs_hash, series_id, idx))
             return cur.rowcount == 1
 

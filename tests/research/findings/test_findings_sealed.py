@@ -4,10 +4,12 @@ it could not check, and a judge-decided finding names its judge and what validat
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from aqven.research.diagnostics.workspace import check_workspace
@@ -21,7 +23,15 @@ from support.series_kit import SIM_PY, case_names, client_for, first_on, settle,
 
 
 def diagnostics(root: Path) -> dict[str, list[str]]:
-    _ws, found = check_workspace(root)
+    if root.name == "clone":  # a colleague's clone: the project's files, none of this machine's settings or store
+        saved = os.environ.pop("AQVEN_STORE", None)
+        try:
+            _ws, found = check_workspace(root)
+        finally:
+            if saved is not None:
+                os.environ["AQVEN_STORE"] = saved
+    else:
+        _ws, found = check_workspace(root)
     out: dict[str, list[str]] = {}
     for d in found:
         out.setdefault(d.code, []).append(d.message)
@@ -199,6 +209,7 @@ def made_up_finding(root: Path, template: Path) -> Path:
     return path
 
 
+@pytest.mark.sqlite_only  # its colleague's machine has a database file of its own
 def test_a_made_up_finding_for_a_series_that_never_ran_is_an_error_and_never_confirmed(
     tiny_env: Path, tmp_path: Path
 ) -> None:
@@ -257,7 +268,12 @@ def test_a_made_up_finding_for_a_series_that_never_ran_is_an_error_and_never_con
     found_clone = diagnostics(clone)
     assert "E_FINDING_SERIES_MISSING" not in found_clone and "E_FINDING_TAMPERED" not in found_clone
     assert len(found_clone["W_FINDING_UNVERIFIED"]) == 2
-    cloned_md = render_findings_md(clone, findings.read_findings(clone))
+    saved = os.environ.pop("AQVEN_STORE", None)
+    try:
+        cloned_md = render_findings_md(clone, findings.read_findings(clone))
+    finally:
+        if saved is not None:
+            os.environ["AQVEN_STORE"] = saved
     shelves, unverified = cloned_md.split("## Could not be verified")
     assert "### On holdout cases" not in shelves and "### Signals" not in shelves and MADE_UP in unverified
     assert "W_FINDINGS_STALE" in found_clone  # the FINDINGS.md it got shelves what cannot be verified here

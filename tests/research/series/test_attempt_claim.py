@@ -68,6 +68,7 @@ def test_a_claim_that_finds_the_attempt_taken_writes_nothing_of_its_run(tiny_env
 WRITES = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\s+(INTO\s+)?(attempts|runs|events)\b", re.IGNORECASE)
 
 
+@pytest.mark.sqlite_only  # counts statements with SQLite's trace hook
 def test_with_workers_the_server_writes_nothing_per_attempt(
     tiny_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,6 +137,7 @@ def test_a_worker_that_dies_after_it_wrote_an_attempts_end_leaves_that_end(tiny_
     asyncio.run(main())
 
 
+@pytest.mark.sqlite_only  # counts statements with SQLite's trace hook
 def test_attempts_side_by_side_share_their_commits(tiny_env: Path, tmp_path: Path) -> None:
     """An attempt's three writes that must be on record before it goes on (its claim with its model request, its
     run's end, its row's end) join what the other attempts of its process write meanwhile (store/group_commit.py):

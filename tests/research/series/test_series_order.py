@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from aqven.research.series.order import attempt_plan, case_order
+from aqven.store.open import project_database
 from aqven.store.series import SeriesStore
-from aqven.store.sqlite_db import SqliteDatabase
 from support.series_kit import (
     attempts,
     case_names,
@@ -69,7 +69,7 @@ def test_a_series_runs_in_its_own_secret_order_never_shown(tiny_env: Path, tmp_p
     done = sorted(attempts(root, sid), key=lambda a: a["ended_at"])
     assert [a["idx"] for a in done] == list(range(len(done)))
     # the store's helper gives the same order (what a series that stops early reads)
-    db = SqliteDatabase(root / ".aqven" / "aqven.sqlite")
+    db = project_database(root)
     try:
         assert SeriesStore(db).case_order(sid) == order
     finally:
