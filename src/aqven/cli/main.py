@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
-from aqven.cli.render import console, err_console, run_summary, show_error
+from aqven.cli.project_args import fail, project_root
+from aqven.cli.render import console, err_console, run_summary
 from aqven.errors import AqvenError
 
 app = typer.Typer(
@@ -48,28 +49,6 @@ YesOpt = Annotated[
 ]
 
 RootOpt = Annotated[Path | None, typer.Option("--root", help="the project folder (default: found from here)")]
-
-
-def fail(err: AqvenError, code: int = 2) -> NoReturn:
-    from aqven.cli.hints import for_the_cli
-
-    show_error(for_the_cli(err).to_dict())
-    raise typer.Exit(code)
-
-
-def project_root(root: Path | None) -> Path:
-    from aqven.project.paths import find_root
-
-    found = (root.resolve() if (root / "aqven.yaml").is_file() else None) if root else find_root(Path.cwd())
-    if found is None:
-        fail(
-            AqvenError(
-                "no AQVEN project here (no aqven.yaml in this folder or above)",
-                code="PROJECT_NOT_FOUND",
-                hint="cd into a project, pass --root, or create one with `aqven init DIR`",
-            )
-        )
-    return found
 
 
 @app.command()

@@ -22,7 +22,7 @@ def show(root: RootOpt = None) -> None:
     """Print the store this project uses (its password never shown) and where that was set."""
     import os
 
-    from aqven.cli.main import fail, project_root
+    from aqven.cli.project_args import fail, project_root
     from aqven.store.location import STORE_ENV, store_of
 
     where = project_root(root)
@@ -44,7 +44,7 @@ def copy(
     """Copy the project's whole record (series, attempts, runs, events, approvals, tallies) into an empty store;
     print each table's rows and digest on both sides, check that every finding verifies on the copy and that
     FINDINGS.md regenerates from it byte for byte (exit 0 all the same, 1 a difference, 2 an error)."""
-    from aqven.cli.main import fail, project_root
+    from aqven.cli.project_args import fail, project_root
     from aqven.research.findings.records import read_findings
     from aqven.research.findings.verify import Verifier
     from aqven.research.findings.writing import render_findings_md

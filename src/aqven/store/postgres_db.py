@@ -242,6 +242,9 @@ class PostgresDatabase(Database):
                 self._end_pipeline()
         if self._conn.broken:  # the connection is gone, and the transaction with it
             return
+        if not outer and self._pipeline is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._pipeline.sync()  # what failed in the pipeline is answered: it takes statements again
         if outer and self._conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             return  # nothing open any more (a pipeline's failure ended it)
         self._conn.cursor().execute("ROLLBACK" if outer else "ROLLBACK TO nested")

@@ -316,7 +316,7 @@ def test_an_approval_keeps_its_note_history_and_says_what_finishing_costs(page: 
     assert "the cap went from $0.0020 to" in page.inner_text("#approved-note")  # still there after it ran on
     row = page.locator("#approvals tbody tr").first
     cells = row.locator("td").all_inner_texts()
-    assert cells[1] == "approve" and cells[2].startswith("Studio (session)") and cells[3] == "$0.0020"
+    assert cells[1] == "approve" and cells[2] and cells[3].startswith("Studio (session)") and cells[4] == "$0.0020"
     shot(page, "series-approved-history")
 
 
