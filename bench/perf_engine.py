@@ -12,6 +12,8 @@ full_page_writes on). The passes, each printed as a table SQLite | PostgreSQL | 
    PostgreSQL server (the postmaster and all its children, exited ones included, from /proc, sampled once the
    pass's connections closed) and of all processes, and the wall time spent inside RunStore/SeriesStore methods
    (they are synchronous, so that time is exclusive);
+   With --rounds N, this pass and the next run N times, the backends' order swapped every other round, and the
+   tables show medians (each round's attempts/s and ratio printed below them);
 2. the same on one core (--one-core CPU): this process's threads and every PostgreSQL process pinned to that CPU
    with sched_setaffinity, so the client and the server share one core as SQLite's in-process engine does;
    on a private cluster, then PostgreSQL once more with fsync, synchronous_commit and full_page_writes off;
@@ -24,7 +26,7 @@ full_page_writes on). The passes, each printed as a table SQLite | PostgreSQL | 
    loop), other.
 
     .venv/bin/python bench/perf_engine.py [--attempts 5000] [--sequential 500] [--profile-attempts 5000]
-        [--no-profile] [--store sqlite,postgresql] [--postgres DSN] [--one-core CPU] [--no-fsync-off]
+        [--no-profile] [--store sqlite,postgresql] [--postgres DSN] [--one-core CPU] [--rounds 1] [--no-fsync-off]
 """
 
 from __future__ import annotations
@@ -326,6 +328,46 @@ def on_backends(
     return out
 
 
+def in_rounds(
+    rounds: int,
+    backends: list[str],
+    server: stores.PgServer | None,
+    run: Callable[[str, Meter], dict[str, Any]],
+    *,
+    cpus: set[int] | None = None,
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, dict[str, Any]]]]:
+    """`on_backends` `rounds` times, the backends' order swapped every other round (the machine's load drifts); the
+    figures of each backend as their medians over the rounds (lists of durations joined), and each round's."""
+    each = [on_backends(backends if i % 2 == 0 else backends[::-1], server, run, cpus=cpus) for i in range(rounds)]
+    merged: dict[str, dict[str, Any]] = {}
+    for b in backends:
+        xs = [r[b] for r in each]
+        out: dict[str, Any] = {}
+        for k, v in xs[0].items():
+            if isinstance(v, list):
+                out[k] = [y for x in xs for y in x[k]]
+            elif isinstance(v, int | float) and not isinstance(v, bool) and all(x[k] is not None for x in xs):
+                out[k] = pc.median([x[k] for x in xs])
+            else:
+                out[k] = v
+        merged[b] = out
+    return merged, each
+
+
+def rounds_line(each: list[dict[str, dict[str, Any]]]) -> tuple[str, float | None]:
+    """Each round's attempts/s on each backend and their ratio; the median ratio."""
+    parts = [f"{stores.SHORT[b]} " + ", ".join(f"{r[b]['per_s']:.0f}" for r in each) for b in each[0]]
+    if len(each[0]) < 2:
+        return "attempts/s by round: " + "; ".join(parts), None
+    ratios = [r["postgresql"]["per_s"] / r["sqlite"]["per_s"] for r in each]
+    med = pc.median(ratios)
+    return (
+        f"attempts/s by round: {'; '.join(parts)}; PG/SQLite {', '.join(f'{x:.2f}' for x in ratios)} "
+        f"(median {med:.2f}×)",
+        med,
+    )
+
+
 def _per_attempt_ms(seconds: float | None, attempts: int) -> float | None:
     return None if seconds is None else seconds / attempts * 1000
 
@@ -339,11 +381,10 @@ def _all_cpu_ms(t: dict[str, Any]) -> float | None:
     return (t["cpu_s"] + t["server_cpu_s"]) / t["attempts"] * 1000
 
 
-def _f(v: float | None, fmt: str = ".1f", unit: str = "") -> str:
-    return "–" if v is None else f"{v:{fmt}}{unit}"
+_f = stores.cell
 
 
-def throughput_rows(by: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+def throughput_rows(by: dict[str, dict[str, Any]]) -> list[stores.Row]:
     def cell(backend: str, key: Callable[[dict[str, Any]], float | None], fmt: str, unit: str = "") -> str:
         t = by.get(backend)
         return "(not run)" if t is None else _f(key(t), fmt, unit)
@@ -379,7 +420,7 @@ def throughput_rows(by: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, 
     return [(a, b, c, d) for a, b, c, d in rows]
 
 
-def sequential_rows(by: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+def sequential_rows(by: dict[str, dict[str, Any]]) -> list[stores.Row]:
     def row(label: str, key: Callable[[dict[str, Any]], float | None], fmt: str, unit: str = "") -> tuple[str, ...]:
         lite = key(by["sqlite"]) if "sqlite" in by else None
         pg = key(by["postgresql"]) if "postgresql" in by else None
@@ -417,6 +458,9 @@ def main() -> None:
         metavar="CPU",
         help="the CPU of the one-core throughput pass (default the last); -1: no such pass",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="throughput passes per backend (medians shown; order swapped each round)"
+    )
     parser.add_argument("--no-fsync-off", action="store_true", help="skip the private cluster's pass with fsync off")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
@@ -441,26 +485,33 @@ def main() -> None:
         def tp(name: str) -> Callable[[str, Meter], dict[str, Any]]:
             return lambda b, m: {"backend": b, **throughput(tmp, args.attempts, m, f"{name}-{b}")}
 
-        t = on_backends(backends, server, tp("throughput"))
+        med = f", medians of {args.rounds} rounds" if args.rounds > 1 else ""
+        t, t_each = in_rounds(args.rounds, backends, server, tp("throughput"))
         print(
             stores.table(
-                f"throughput: {args.attempts} attempts, concurrency 8, instant simulator, all {os.cpu_count()} cores",
+                f"throughput: {args.attempts} attempts, concurrency 8, instant simulator, all {os.cpu_count()} cores"
+                + med,
                 throughput_rows(t),
             ),
             flush=True,
         )
+        line, two = rounds_line(t_each)
+        print(line, flush=True)
         result["throughput"] = {b: {k: v for k, v in x.items() if not isinstance(v, list)} for b, x in t.items()}
         one: dict[str, dict[str, Any]] = {}
+        one_ratio: float | None = None
         if args.one_core >= 0:
-            one = on_backends(backends, server, tp("one-core"), cpus={args.one_core})
+            one, one_each = in_rounds(args.rounds, backends, server, tp("one-core"), cpus={args.one_core})
             print(
                 stores.table(
                     f"throughput on one core: CPU {args.one_core} only, for this process and every PostgreSQL "
-                    "process (sched_setaffinity)",
+                    "process (sched_setaffinity)" + med,
                     throughput_rows(one),
                 ),
                 flush=True,
             )
+            line, one_ratio = rounds_line(one_each)
+            print(line, flush=True)
             result["one_core"] = {b: {k: v for k, v in x.items() if not isinstance(v, list)} for b, x in one.items()}
         if server is not None and server.cluster is not None and not args.no_fsync_off:
             server.set_durable(False)
@@ -477,12 +528,13 @@ def main() -> None:
                 flush=True,
             )
             result["fsync_off"] = {k: v for k, v in nf.items() if not isinstance(v, list)}
-        if "sqlite" in t and "postgresql" in t:
-            two = t["postgresql"]["per_s"] / t["sqlite"]["per_s"]
+        if two is not None:
             line = f"PostgreSQL/SQLite attempts/s: {two:.2f}× on all {os.cpu_count()} cores"
             if one:
-                line += f", {one['postgresql']['per_s'] / one['sqlite']['per_s']:.2f}× on one core"
-            print(line + " (target ≥ 0.5× on one core)", flush=True)
+                line += f", {one_ratio:.2f}× on one core"
+            print(
+                line + (" (medians of the rounds' ratios)" if args.rounds > 1 else "") + "; target ≥ 0.5× on one core"
+            )
         if args.sequential:
             s = on_backends(backends, server, lambda b, m: {"backend": b, **sequential(tmp, args.sequential, m)})
             print(
@@ -509,7 +561,7 @@ def main() -> None:
             totals = {b: sum(x["totals"].values()) for b, x in p.items()}
             for b, x in p.items():
                 print(f"  {stores.SHORT[b]}: wall {x['wall_s']:.1f} s, profiled CPU {totals[b]:.1f} s")
-            rows: list[tuple[str, str, str, str]] = []
+            rows: list[stores.Row] = []
             for g in GROUPS:
                 cells = {
                     b: (x["totals"].get(g, 0.0) / args.profile_attempts * 1000, x["totals"].get(g, 0.0) / totals[b])

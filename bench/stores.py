@@ -201,17 +201,25 @@ def store(backend: str, server: PgServer | None, prefix: str = "aqven_bench") ->
                 server.drop(dsn)
 
 
+Row = tuple[str, str, str, str]
+
+
+def cell(v: float | None, fmt: str, unit: str = "") -> str:
+    return "–" if v is None else f"{v:{fmt}}{unit}"
+
+
 def ratio(pg: float | None, lite: float | None) -> str:
     if pg is None or lite is None or lite == 0:
         return "–"
     return f"{pg / lite:.2f}×"
 
 
-def table(title: str, rows: list[tuple[str, str, str, str]]) -> str:
+def table(title: str, rows: list[Row]) -> str:
     """A side-by-side table: metric, SQLite, PostgreSQL, PG/SQLite."""
     head = ("", "SQLite", "PostgreSQL", "PG/SQLite")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
-    line = lambda r: "  ".join(  # noqa: E731
-        (c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])) for i, c in enumerate(r)
-    )
+
+    def line(r: tuple[str, ...]) -> str:
+        return "  ".join((c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])) for i, c in enumerate(r))
+
     return "\n".join([f"== {title}", line(head), *(line(r) for r in rows)])
