@@ -38,6 +38,7 @@ import functools
 import json
 import os
 import pstats
+import shutil
 import sys
 import tempfile
 import time
@@ -206,7 +207,9 @@ class Meter:
 
 
 def fresh_project(tmp: Path, name: str, attempts: int, concurrency: int) -> Path:
+    """A new project at tmp/name (a round that ran before under the same name is removed: its database with it)."""
     cases, _repeats = pc.split_attempts(attempts)
+    shutil.rmtree(tmp / name, ignore_errors=True)
     return pc.write_tiny_project(tmp / name, cases=cases, concurrency=concurrency)
 
 
