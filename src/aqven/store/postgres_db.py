@@ -207,6 +207,20 @@ class PostgresDatabase(Database):
         return cast(Cursor, _PgCursor(self._live().cursor(), None if pipeline is None else pipeline.sync))
 
     def _begin(self, cur: Cursor, *, wait: bool) -> Cursor:
+        try:
+            return self._begin_on(cur)
+        except psycopg.OperationalError:
+            # The connection died since its last use (PostgreSQL restarted) and is found dead only here, at the
+            # BEGIN, before anything of the transaction ran: it begins again on a new one.
+            if not self._conn.broken:
+                raise
+            with contextlib.suppress(psycopg.Error):
+                self._end_pipeline()
+            with contextlib.suppress(psycopg.Error):
+                cur.close()
+            return self._begin_on(self._writer())
+
+    def _begin_on(self, cur: Cursor) -> Cursor:
         if self._pipelined:
             # A group of grouped writes is sent in one pipeline: its statements go out without waiting for each
             # one's answer; a row count or a read waits, and so does the end of each write (`_settle`).
@@ -252,7 +266,14 @@ class PostgresDatabase(Database):
             self._conn.cursor().execute("RELEASE nested")
 
     def _read(self, step: Callable[[], T]) -> T:
-        return step()
+        try:
+            return step()
+        except psycopg.OperationalError:
+            # Outside a transaction a read that found the connection dead (PostgreSQL restarted) reads again on a
+            # new one; inside one, the transaction is lost with the connection and the failure stands.
+            if self._depth or not self._conn.broken:
+                raise
+            return step()
 
     def announce(self, cur: Cursor, channel: str, payload: str) -> None:
         cur.execute("SELECT pg_notify(?, ?)", (channel, payload))  # delivered at the commit, or never
@@ -277,16 +298,32 @@ class PostgresDatabase(Database):
         if self._pipeline is not None:
             self._pipeline.sync()
 
-    @contextmanager
-    def reading(self) -> Iterator[Reader]:
+    def _reader(self) -> psycopg.Connection[Any]:
+        """This thread's read connection, made anew when it was lost."""
         conn: psycopg.Connection[Any] | None = getattr(self._readers, "conn", None)
         if conn is None or conn.closed or conn.broken:
-            conn = _reconnect(self.dsn)
-            self._readers.conn = conn
+            fresh = _reconnect(self.dsn)
+            self._readers.conn = fresh
             with self._lock:
-                self._reader_conns.append(conn)
-        # One snapshot for the whole read, as a WAL read transaction gives on SQLite.
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                if conn is not None and conn in self._reader_conns:
+                    self._reader_conns.remove(conn)
+                self._reader_conns.append(fresh)
+            return fresh
+        return conn
+
+    @contextmanager
+    def reading(self) -> Iterator[Reader]:
+        conn = self._reader()
+        # One snapshot for the whole read, as a WAL read transaction gives on SQLite. A connection that died since
+        # its last use (PostgreSQL restarted) is found dead only here: nothing of the read has run, so it begins
+        # again on a new one.
+        try:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        except psycopg.OperationalError:
+            if not conn.broken:
+                raise
+            conn = self._reader()
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         try:
             yield cast(Reader, _PgReader(conn))
         finally:
