@@ -153,7 +153,7 @@ def _output_of(response: m.ModelResponse, lean: LeanPlan, plan: OutputPlan, sett
             raise pa.ContentFilterError(content_filter_message(response.provider_details), body=body)
     calls = [p for p in parts if isinstance(p, m.ToolCallPart)]
     if calls:
-        return _from_tool_calls(calls, lean, plan)
+        return _from_tool_calls(calls, lean, plan, response, settings)
     text = "".join(p.content for p in parts if isinstance(p, m.TextPart))
     processor = lean.schema.text_processor
     if processor is None or not text:
@@ -196,13 +196,21 @@ def _from_text(
         raise _Retry(part, tool=False) from None
 
 
-def _from_tool_calls(calls: list[m.ToolCallPart], lean: LeanPlan, plan: OutputPlan) -> Any:
-    """The first output-tool call that validates wins; otherwise the first failure is retried."""
+def _from_tool_calls(
+    calls: list[m.ToolCallPart], lean: LeanPlan, plan: OutputPlan, response: m.ModelResponse, settings: ModelSettings
+) -> Any:
+    """The first output-tool call that validates wins; otherwise the first failure is retried.
+
+    A failed call that the token limit cut off is not retried (the agent's rule: the same limit would only cut
+    it off again) but raises `IncompleteToolCall`.
+    """
     first: _Retry | None = None
     for call in calls:
         try:
             return _from_tool_call(call, lean, plan)
         except _Retry as retry:
+            if call.tool_name == lean.tool_name:
+                _raise_if_incomplete_tool_call(response, settings, call)
             first = first or retry
     assert first is not None
     raise first
@@ -229,13 +237,16 @@ def _from_tool_call(call: m.ToolCallPart, lean: LeanPlan, plan: OutputPlan) -> A
         raise _Retry(part, tool=True) from None
 
 
-def _raise_if_incomplete_tool_call(response: m.ModelResponse, settings: ModelSettings) -> None:
-    if response.finish_reason == "length" and response.parts and isinstance(call := response.parts[-1], m.ToolCallPart):
-        try:
-            call.args_as_dict(raise_if_invalid=True)
-        except Exception:
-            raise pa.IncompleteToolCall(
-                f"Model token limit ({settings.get('max_tokens') or 'provider default'}) exceeded while generating "
-                "a tool call, resulting in incomplete arguments. Increase the `max_tokens` model setting, or "
-                "simplify the prompt to result in a shorter response that will fit within the limit."
-            ) from None
+def _raise_if_incomplete_tool_call(
+    response: m.ModelResponse, settings: ModelSettings, only: m.ToolCallPart | None = None
+) -> None:
+    """`IncompleteToolCall` if the response ended on a tool call (`only`, when given) whose arguments the token
+    limit cut off, as the agent's run state checks it."""
+    if (
+        response.finish_reason == "length"
+        and response.parts
+        and isinstance(call := response.parts[-1], m.ToolCallPart)
+        and (only is None or only.tool_call_id == call.tool_call_id)
+        and _output.are_tool_call_args_cut_off(call)
+    ):
+        raise pa.IncompleteToolCall(_output.incomplete_tool_call_message(settings.get("max_tokens")))
