@@ -15,7 +15,7 @@ from typing import Any, cast
 import pytest
 
 from aqven.store import group_commit
-from aqven.store.db import Database
+from aqven.store.db import Database, WriteSpoiled
 from aqven.store.sqlite_db import SqliteDatabase
 
 MakeDatabase = Callable[..., Database]
@@ -93,6 +93,41 @@ async def test_a_write_that_raises_is_undone_alone_and_raises_in_its_caller(make
     assert isinstance(results[1], ValueError)
     assert isinstance(results[2], db.IntegrityError)
     assert _on_record(make_database) == {"a": 1, "b": 3}
+    assert commits == ["COMMIT"]
+
+
+async def test_a_grouped_write_that_swallows_a_nested_failure_is_undone_whole_where_nothing_undoes_it_alone(
+    make_database: MakeDatabase,
+) -> None:
+    """On PostgreSQL a write nested in a grouped write has no savepoint: a grouped write that catches its failure
+    fails whole (nothing of it written), the others stand. With `undoable` the caught failure is undone alone and
+    the write goes on, on both backends. On SQLite every nesting keeps its savepoint, as before."""
+    db, commits = _db(make_database)
+
+    def swallow(key: str, *, undoable: bool) -> str:
+        _put(db, key, 1)
+        try:
+            with db.transaction(undoable=undoable) as cur:
+                cur.execute("INSERT INTO t VALUES (?, ?)", (f"{key}-inner", 2))
+                raise ValueError("nested")
+        except ValueError:
+            pass
+        return key
+
+    tasks = [
+        asyncio.ensure_future(db.grouped(lambda: _put(db, "a", 1))),
+        asyncio.ensure_future(db.grouped(functools.partial(swallow, "light", undoable=False))),
+        asyncio.ensure_future(db.grouped(functools.partial(swallow, "kept", undoable=True))),
+        asyncio.ensure_future(db.grouped(lambda: _put(db, "b", 3))),
+    ]
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert results[0] == "a" and results[2] == "kept" and results[3] == "b"
+    if db.pipelined_groups:
+        assert isinstance(results[1], WriteSpoiled)
+        assert _on_record(make_database) == {"a": 1, "kept": 1, "b": 3}
+    else:
+        assert results[1] == "light"
+        assert _on_record(make_database) == {"a": 1, "light": 1, "kept": 1, "b": 3}
     assert commits == ["COMMIT"]
 
 

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal, Protocol, TypeVar
 
 from aqven.store.group_commit import GroupCommit
+from aqven.store.schema import SCHEMA_VERSION, check_version
 
 T = TypeVar("T")
 
@@ -69,6 +70,10 @@ class Reader(Protocol):
         ...
 
 
+class WriteSpoiled(Exception):
+    """A grouped write caught the failure of a write nested in it, which had no savepoint (`transaction`)."""
+
+
 class Database(ABC):
     """A thread-safe handle on the project database."""
 
@@ -86,6 +91,7 @@ class Database(ABC):
         self._pipelined = False  # the open transaction is a pipelined group (`transaction`)
         self._cursor: Cursor | None = None  # the open outer transaction's cursor
         self._deferred: dict[str, list[tuple[Any, ...]]] = {}  # rows to insert at its end (`defer`)
+        self._spoiled = False  # a failure inside the open grouped write that only its own undo can undo
         self.group = GroupCommit(self.transaction, busy=self.is_busy)
 
     # ---- what a backend provides ----
@@ -111,6 +117,30 @@ class Database(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    # The schema's migrations in this backend's terms (`_migrate`).
+    _version_type = "INTEGER"
+    _version_hint = "upgrade AQVEN"
+
+    @abstractmethod
+    def _migration_statements(self, version: int) -> list[str]:
+        """Migration `version` (store/schema.py) as this backend's statements."""
+
+    def _lock_migrations(self, cur: Cursor) -> None:
+        """Keep another process from migrating at the same time (SQLite's writer lock already does)."""
+        return None
+
+    def _migrate(self) -> None:
+        """Bring the schema to SCHEMA_VERSION, or refuse a database of a newer AQVEN."""
+        with self.transaction() as cur:
+            self._lock_migrations(cur)
+            cur.execute(f"CREATE TABLE IF NOT EXISTS schema_version (version {self._version_type} NOT NULL)")
+            row = cur.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
+            current = check_version(row["v"] or 0, hint=self._version_hint)
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in self._migration_statements(version):
+                    cur.execute(statement)
+                cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
     @property
     @abstractmethod
@@ -142,38 +172,50 @@ class Database(ABC):
     pipelined_groups = False
 
     @contextmanager
-    def transaction(self, *, wait: bool = True, pipelined: bool = False) -> Iterator[Cursor]:
+    def transaction(self, *, wait: bool = True, pipelined: bool = False, undoable: bool = False) -> Iterator[Cursor]:
         """One write transaction; inside a `batch` it is a savepoint of the batch's (same all-or-nothing). With
         `wait` off, it fails at once while another process holds the writer lock (SQLite).
 
         `pipelined` (group commit's transaction, where the backend has `pipelined_groups`): its statements go out
         without waiting for their answers. Each transaction nested directly in it (one grouped write) still has its
         savepoint, and waits for its statements' answers before it is released (`_settle`): a statement that failed
-        fails that write alone, as on SQLite."""
+        fails that write alone, as on SQLite. What a grouped write nests in turn has no savepoint of its own (two
+        statements fewer each, a dozen per attempt), unless `undoable`: a failure inside it fails the grouped
+        write even where the write catches it (`_spoiled`), since nothing could undo it alone."""
         with self._lock:
             outer = self._depth == 0
             if outer:
                 self.group.drain()  # what was handed in earlier is written first (store/group_commit.py)
                 self._pipelined = pipelined and self.pipelined_groups
+            grouped_write = self._pipelined and self._depth == 1
+            light = self._pipelined and self._depth >= 2 and not undoable
             cur = self._writer()
             if outer:
                 cur = self._begin(cur, wait=wait)
                 self._cursor = cur
-            else:
+            elif not light:
                 cur.execute("SAVEPOINT nested")
+            if grouped_write:
+                self._spoiled = False
             self._depth += 1
             try:
                 yield cur
                 if outer:  # a COMMIT that fails (a pipeline's error) is undone as the block's failure is
                     self._write_deferred(cur)
                     self._commit(cur)
-                else:
-                    if self._pipelined and self._depth == 2:  # one grouped write: its failure is its own
-                        self._write_deferred(cur)
-                        self._settle()
+                elif grouped_write:  # one grouped write: its failure is its own
+                    if self._spoiled:
+                        raise WriteSpoiled("a write nested in this grouped write failed, and it cannot be undone alone")
+                    self._write_deferred(cur)
+                    self._settle()
+                    cur.execute("RELEASE nested")
+                elif not light:
                     cur.execute("RELEASE nested")
             except BaseException:
                 self.generation += 1
+                if light:
+                    self._spoiled = True  # undone with the grouped write it is part of
+                    raise
                 self._deferred.clear()
                 self._undo(cur, outer)
                 raise
@@ -207,7 +249,7 @@ class Database(ABC):
     def undoable(self) -> AbstractContextManager[Any]:
         """Around one statement that may fail (a duplicate key) inside a transaction, so that its failure undoes
         it alone and the transaction goes on: a savepoint where a failed statement spoils the transaction."""
-        return self.transaction()
+        return self.transaction(undoable=True)
 
     def _before_read(self) -> None:
         """A read inside a transaction sees its deferred rows."""

@@ -27,7 +27,7 @@ from psycopg.rows import RowMaker
 from aqven.errors import STORE_HELD, STORE_UNAVAILABLE, AqvenError
 from aqven.store.db import Cursor, Database, Params, Reader
 from aqven.store.location import shown_dsn
-from aqven.store.schema import SCHEMA_VERSION, check_version, postgres_statements
+from aqven.store.schema import postgres_statements
 
 T = TypeVar("T")
 
@@ -330,16 +330,14 @@ class PostgresDatabase(Database):
             if not conn.broken:
                 conn.execute("COMMIT")
 
-    def _migrate(self) -> None:
-        with self.transaction() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
-            cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
-            row = cur.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
-            current = check_version(row["v"] or 0, hint="upgrade AQVEN, or point store: at a database of this version")
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                for statement in postgres_statements(version):
-                    cur.execute(statement)
-                cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+    _version_type = "BIGINT"
+    _version_hint = "upgrade AQVEN, or point store: at a database of this version"
+
+    def _lock_migrations(self, cur: Cursor) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
+
+    def _migration_statements(self, version: int) -> list[str]:
+        return postgres_statements(version)
 
     def close(self) -> None:
         with self._lock:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from aqven.store.db import Cursor, Database, Params, Reader
-from aqven.store.schema import MIGRATIONS, SCHEMA_VERSION, check_version, sqlite_statements
+from aqven.store.schema import MIGRATIONS, sqlite_statements
 
 T = TypeVar("T")
 
@@ -120,15 +120,10 @@ class SqliteDatabase(Database):
         finally:
             conn.execute("COMMIT")
 
-    def _migrate(self) -> None:
-        with self.transaction() as cur:
-            cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            row = cur.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
-            current = check_version(row["v"] or 0, hint="upgrade AQVEN, or move .aqven/aqven.sqlite aside")
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                for statement in sqlite_statements(MIGRATIONS[version]):
-                    cur.execute(statement)
-                cur.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+    _version_hint = "upgrade AQVEN, or move .aqven/aqven.sqlite aside"
+
+    def _migration_statements(self, version: int) -> list[str]:
+        return sqlite_statements(MIGRATIONS[version])
 
     def close(self) -> None:
         with self._lock:
