@@ -170,14 +170,33 @@ def postgres_dsn_or_none(store_url: str | None, request: pytest.FixtureRequest) 
     return None if store_url is None else str(request.getfixturevalue("postgres_dsn"))
 
 
+# Module-scoped fixtures that hold nothing of a project's store: a test that uses only these still runs on both.
+_STORELESS_MODULE_FIXTURES = frozenset({"browser"})
+
+
+def _shares_a_module_store(item: pytest.Item) -> bool:
+    """Whether the test uses a module-scoped fixture other than a browser (a server or project started once per
+    module, before any test's backend is chosen: it is on SQLite, whatever the test's parameter says)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    for name in item.fixturenames:  # type: ignore[attr-defined]
+        defs = info.name2fixturedefs.get(name, ())
+        if defs and defs[-1].scope == "module" and name not in _STORELESS_MODULE_FIXTURES:
+            return True
+    return False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test marked `sqlite_only` (it tests SQLite itself) runs once, on SQLite."""
+    """A test marked `sqlite_only` (it tests SQLite itself) runs once, on SQLite; so does one that shares a server
+    or project with the rest of its module (`_shares_a_module_store`)."""
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
         on_postgres = callspec is not None and callspec.params.get("store_url") == "postgresql"
-        (dropped if on_postgres and item.get_closest_marker("sqlite_only") else kept).append(item)
+        once = item.get_closest_marker("sqlite_only") is not None or _shares_a_module_store(item)
+        (dropped if on_postgres and once else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -47,6 +47,7 @@ from typing import Any
 from aqven.models.outcomes import KEY_ENV_VARS as KEY_VARS
 from aqven.project.split import side_of
 from support.fake_provider import FakeProvider, FakeReply, RecordedRequest
+from support.series_kit import rows
 
 PACKAGE = "relia"
 EXPERIMENT = "answers_right"
@@ -435,25 +436,11 @@ class FaultReport:
 
 def attempts_of(root: Path, series_id: str) -> list[dict[str, Any]]:
     """The series' attempts straight from the store (every case, not only the first 50 shown by the API)."""
-    import sqlite3
-
-    con = sqlite3.connect(str(root / ".aqven" / "aqven.sqlite"))
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute("SELECT * FROM attempts WHERE series_id=? ORDER BY idx", (series_id,))]
-    finally:
-        con.close()
+    return [dict(r) for r in rows(root, "SELECT * FROM attempts WHERE series_id=? ORDER BY idx", (series_id,))]
 
 
 def runs_of(root: Path, series_id: str) -> list[dict[str, Any]]:
-    import sqlite3
-
-    con = sqlite3.connect(str(root / ".aqven" / "aqven.sqlite"))
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute("SELECT * FROM runs WHERE series_id=?", (series_id,))]
-    finally:
-        con.close()
+    return [dict(r) for r in rows(root, "SELECT * FROM runs WHERE series_id=?", (series_id,))]
 
 
 def expected_for(kinds: list[str]) -> tuple[str, str | None, int]:

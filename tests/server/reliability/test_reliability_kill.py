@@ -9,18 +9,38 @@ finding is written is repaired on restart, and `aqven series` follows its series
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.kill_soak import run_kill_soak
+from support import postgres
+from support.kill_soak import PgStores, run_kill_soak
+from support.store_access import one
 
 
-def test_series_survives_sigkill_and_restart(tmp_path: Path) -> None:
+@pytest.fixture
+def soak_stores(store_url: str | None, request: pytest.FixtureRequest) -> Iterator[PgStores | None]:
+    """On PostgreSQL, the killed series in the test's database and the uninterrupted one in a second fresh database
+    of the same server (never restarted here: tests/store/test_postgres_restart.py and the soak's --pg-restarts do)."""
+    if store_url is None:
+        yield None
+        return
+    server: str = request.getfixturevalue("postgres_dsn")
+    baseline = postgres.create_database(server, "aqven_soak_uninterrupted")
+    try:
+        yield PgStores(killed_dsn=store_url, baseline_dsn=baseline, restart=lambda: None, where="the tests' server")
+    finally:
+        postgres.drop_database(server, baseline)
+
+
+def test_series_survives_sigkill_and_restart(tmp_path: Path, soak_stores: PgStores | None) -> None:
     report = run_kill_soak(
         tmp_path,
+        pg=soak_stores,
         kills=2,
         cases=20,
         repeats=2,
@@ -41,7 +61,9 @@ def test_series_survives_sigkill_and_restart(tmp_path: Path) -> None:
     assert report.verdict_same, (report.verdict, report.baseline_verdict)
 
 
-def test_series_with_two_workers_survives_sigkill_of_a_worker_and_of_the_server(tmp_path: Path) -> None:
+def test_series_with_two_workers_survives_sigkill_of_a_worker_and_of_the_server(
+    tmp_path: Path, soak_stores: PgStores | None
+) -> None:
     """`workers: 2`: two kills hit a worker (the server resumes its attempts in a fresh one), two the server
     (its workers die with it). The books are checked as above, against the series run without workers."""
     report = run_kill_soak(
@@ -56,6 +78,7 @@ def test_series_with_two_workers_survives_sigkill_of_a_worker_and_of_the_server(
         limit_s=200,
         rng_seed=3,
         workers=2,
+        pg=soak_stores,
     )
     print("\n".join(report.lines()))
     assert report.kills == 4 and report.worker_kills == 2, "the series ended before the kills"
@@ -130,7 +153,6 @@ def test_aqven_series_follows_a_series_through_a_server_kill(tmp_path: Path) -> 
     import json
     import os
     import signal
-    import sqlite3
     import subprocess
     import time
 
@@ -149,19 +171,12 @@ def test_aqven_series_follows_a_series_through_a_server_kill(tmp_path: Path) -> 
         text=True,
     )
     try:
-        db = root / ".aqven" / "aqven.sqlite"
         deadline = time.monotonic() + 90
         done = 0
         while done < 3 and time.monotonic() < deadline and cli.poll() is None:
             time.sleep(0.2)
-            if db.exists():
-                con = sqlite3.connect(str(db), timeout=10)
-                try:
-                    done = con.execute("SELECT COUNT(*) FROM attempts WHERE status='done'").fetchone()[0]
-                except sqlite3.OperationalError:
-                    done = 0
-                finally:
-                    con.close()
+            with contextlib.suppress(Exception):  # the store is made by the server the command starts
+                done = one(root, "SELECT COUNT(*) FROM attempts WHERE status='done'")[0]
         assert done >= 3, "the series did not get going"
         first = json.loads((root / ".aqven" / "server.json").read_text())["pid"]
         os.kill(first, signal.SIGKILL)

@@ -7,7 +7,6 @@ failed request. Then 50 POST /api/series with the same client_op_id, released to
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections import Counter
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from support.fault_soak import EXPERIMENT, HttpError, http, live_server, server_env, write_project
+from support.store_access import one
 
 ENDED = ("done", "failed", "cancelled")
 SERIES = 4
@@ -134,10 +134,6 @@ def test_four_series_sixteen_clients_then_fifty_identical_starts(tmp_path: Path)
         made = {a["series"]["series_id"] for a in answers}
         assert len(made) == 1
         assert sum(a["created"] for a in answers) == 1
-        con = sqlite3.connect(str(root / ".aqven" / "aqven.sqlite"))
-        try:
-            (count,) = con.execute("SELECT COUNT(*) FROM series WHERE client_op_id='same-op'").fetchone()
-            (total,) = con.execute("SELECT COUNT(*) FROM series").fetchone()
-        finally:
-            con.close()
+        (count,) = one(root, "SELECT COUNT(*) FROM series WHERE client_op_id='same-op'")
+        (total,) = one(root, "SELECT COUNT(*) FROM series")
         assert count == 1 and total == SERIES + 1

@@ -195,6 +195,7 @@ def test_a_cap_with_whitespace_is_refused_wherever_a_cap_is_read(tiny_env: Path,
         _ws, found = check_workspace(root)
         assert [(d.code, d.line) for d in found if d.file == "aqven.yaml"] == [("E_WRONG_TYPE", 4)], cap
     (root / "aqven.yaml").write_text(good)
+    (root / ".aqven").mkdir(exist_ok=True)  # on PostgreSQL no database file made it
     for cap in SPACED_CAPS:
         (root / ".aqven" / "local.yaml").write_text(f"research:\n  spend_cap_usd: {json.dumps(cap)}\n")
         _ws, found = check_workspace(root)

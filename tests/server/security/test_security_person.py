@@ -9,7 +9,6 @@ virtual authenticator). The tiny project's server runs as `python -m aqven serve
 from __future__ import annotations
 
 import json
-import sqlite3
 import stat
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from support.commands import aqven, cli_env, stop_server
 from support.fault_soak import HttpError, LiveServer, http, live_server, server_env
 from support.person import SoftAuthenticator, person_secret
 from support.series_kit import case_names, write_tiny
+from support.store_access import one, write
 
 FORGED = {"X-Aqven-Channel": "terminal", "X-Aqven-Confirmed": "tty"}
 
@@ -264,11 +264,12 @@ def test_passkeys_bind_each_act_and_refuse_replays(served: LiveServer) -> None:
     # `aqven check` verifies every passkey proof on record again; one whose amount was edited is an error.
     checked = aqven("check", cwd=served.root, env=cli_env())
     assert "E_APPROVAL_UNVERIFIED" not in checked.stdout + checked.stderr, checked.stderr
-    with sqlite3.connect(served.root / ".aqven" / "aqven.sqlite") as db:
-        (proof,) = db.execute("SELECT proof FROM approvals WHERE series_id=?", (first,)).fetchone()
-        edited = json.loads(proof)
-        edited["binding"]["amount"] = "300.00"
-        db.execute("UPDATE approvals SET proof=?, new_cap_usd='300.00' WHERE series_id=?", (json.dumps(edited), first))
+    (proof,) = one(served.root, "SELECT proof FROM approvals WHERE series_id=?", (first,))
+    edited = json.loads(proof)
+    edited["binding"]["amount"] = "300.00"
+    write(
+        served.root, "UPDATE approvals SET proof=?, new_cap_usd='300.00' WHERE series_id=?", (json.dumps(edited), first)
+    )
     checked = aqven("check", cwd=served.root, env=cli_env())
     said = f"error E_APPROVAL_UNVERIFIED: the passkey approval of series {first} approve does not verify"
     assert checked.returncode == 1 and said in checked.stderr, checked.stderr

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import uuid
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 from support.fake_provider import FakeProvider, FakeReply
 from support.fault_soak import EXPERIMENT, LiveServer, http, live_server, server_env, wait_series, write_project
 from support.series_kit import case_names, write_tiny
+from support.store_access import places_holding, write
 
 
 def test_a_key_echoed_in_a_successful_output_is_never_stored(tmp_path: Path) -> None:
@@ -44,9 +44,7 @@ def test_a_key_echoed_in_a_successful_output_is_never_stored(tmp_path: Path) -> 
             state = wait_series(server, sid, limit_s=60)
             assert state["status"] == "done" and key not in json.dumps(state) and key not in events
         assert all(r.headers.get("authorization") == f"Bearer {key}" for r in fp.chat_requests())
-    files = [p for p in (root / ".aqven").rglob("*") if p.is_file()]
-    assert any(p.name == "aqven.sqlite" for p in files)
-    assert [str(p) for p in files if key.encode() in p.read_bytes()] == []
+    assert places_holding(root, key) == []
 
 
 LEAK_FLOW = """\
@@ -146,9 +144,7 @@ def test_a_custom_api_key_env_echoed_by_a_code_node_is_never_stored_or_served(tm
     assert sum("good ***" in a for a in answers) >= 6  # the outputs were there, masked
     log = (root / ".aqven" / "server.log").read_text()
     assert "the key is ***" in log  # what the code printed reached the log (from the server and its workers)
-    files = [p for p in (root / ".aqven").rglob("*") if p.is_file()]
-    assert any(p.name == "aqven.sqlite" for p in files)
-    assert [str(p) for p in files if key.encode() in p.read_bytes()] == []
+    assert places_holding(root, key) == []
 
 
 def test_a_series_whose_driver_raises_fails_with_a_code_across_restarts(tmp_path: Path) -> None:
@@ -161,11 +157,11 @@ def test_a_series_whose_driver_raises_fails_with_a_code_across_restarts(tmp_path
         sid = server.post("/api/series", body)["series"]["series_id"]
         assert server.get(f"/api/series/{sid}")["status"] == "awaiting_approval"
         server.stop()
-        with sqlite3.connect(root / ".aqven" / "aqven.sqlite") as db:  # what an unchecked approve once stored
-            db.execute(
-                "UPDATE series SET status='running', cap_usd='1e999999999', pause=NULL, active_since=? WHERE id=?",
-                (time.time(), sid),
-            )
+        write(  # what an unchecked approve once stored
+            root,
+            "UPDATE series SET status='running', cap_usd='1e999999999', pause=NULL, active_since=? WHERE id=?",
+            (time.time(), sid),
+        )
         for _restart in range(2):
             server.start()
             deadline = time.monotonic() + 30

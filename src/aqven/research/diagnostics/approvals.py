@@ -1,7 +1,7 @@
 """`aqven check` of what people approved: every passkey proof on record verifies again (E_APPROVAL_UNVERIFIED).
 
 A passkey's approval keeps its assertion and the act it was bound to (`aqven.people.passkeys`). Here each one in
-this machine's database (series approvals, human nodes' answers) and in each finding file is verified again with
+the project's store (series approvals, human nodes' answers) and in each finding file is verified again with
 the public keys registered in the person folder: an edited amount, series or signature, or a proof from a key
 that was never registered, is an error.
 """
@@ -15,31 +15,48 @@ from typing import Any
 
 from aqven.people import load, reverify
 from aqven.project.diagnostics import Diagnostic
-from aqven.project.paths import DB_FILE, rel, state_dir
+from aqven.project.paths import rel
 from aqven.research.findings.records import read_findings
+from aqven.store.location import store_of
+from aqven.store.open import open_database
 
 CODE = "E_APPROVAL_UNVERIFIED"
 HINT = "a person's passkey approval was edited, or made with a key not registered for this project; do not trust it"
 
 
-def _stored(root: Path) -> list[tuple[str, dict[str, Any]]]:
-    """(what, proof) of every passkey proof in the database, read without a writer."""
-    path = state_dir(root) / DB_FILE
-    if not path.is_file():
-        return []
-    out: list[tuple[str, dict[str, Any]]] = []
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+_PROOFS = (
+    "SELECT 'series ' || series_id || ' ' || action, proof FROM approvals WHERE proof IS NOT NULL"
+    " UNION ALL SELECT 'run ' || run_id || ' node ' || node_id, proof FROM human_answers WHERE proof IS NOT NULL"
+)
+
+
+def _stored_rows(root: Path) -> list[Any]:
+    """The proofs' rows in the project's store: its SQLite file read without a writer (none made where there is
+    none), or its PostgreSQL database (STORE_UNAVAILABLE where it cannot be reached)."""
+    location = store_of(root)
+    if location.backend == "sqlite":
+        assert location.path is not None
+        if not location.path.is_file():
+            return []
+        conn = sqlite3.connect(f"file:{location.path}?mode=ro", uri=True)
+        try:
+            return conn.execute(_PROOFS).fetchall()
+        except sqlite3.Error:  # an older schema without proofs: nothing to verify
+            return []
+        finally:
+            conn.close()
+    database = open_database(location)
     try:
-        rows = conn.execute(
-            "SELECT 'series ' || series_id || ' ' || action, proof FROM approvals WHERE proof IS NOT NULL"
-            " UNION ALL SELECT 'run ' || run_id || ' node ' || node_id, proof FROM human_answers"
-            " WHERE proof IS NOT NULL"
-        ).fetchall()
-    except sqlite3.Error:  # an older schema without proofs: nothing to verify
-        rows = []
+        with database.reading() as reader:
+            return list(reader.tuples().execute(_PROOFS).fetchall())
     finally:
-        conn.close()
-    for what, proof in rows:
+        database.close()
+
+
+def _stored(root: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(what, proof) of every passkey proof in the store."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for what, proof in _stored_rows(root):
         try:
             out.append((str(what), json.loads(proof)))
         except ValueError:
