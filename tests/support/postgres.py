@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from aqven.server.lifecycle import pid_alive
+
 SERVER_ENV = "AQVEN_TEST_POSTGRES"  # postgresql://USER[:PASSWORD]@HOST:PORT/DB, a server where USER may create DBs
 SKIP_ENV = "AQVEN_TEST_NO_POSTGRES"  # "1": the tests that need PostgreSQL skip (with the reason) where it is missing
 RUN_AS = "postgres"  # the unprivileged user a private cluster runs as when the tests run as root
@@ -136,16 +138,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextlib.contextmanager
@@ -330,7 +322,7 @@ class Cluster:
             owners = self._owners()
             if owners is None:
                 return
-            left = [p for p in owners if p != pid and _alive(p)]
+            left = [p for p in owners if p != pid and pid_alive(p)]
             if left:
                 self._set_owners(left)
             else:
@@ -369,7 +361,7 @@ def _watchdog(folder: Path, every: float = 1.0) -> None:
                 owners = cluster._owners()
                 if owners is None:
                     return
-                if any(_alive(p) for p in owners):
+                if any(pid_alive(p) for p in owners):
                     continue
                 cluster._set_owners(None)
                 cluster.destroy()

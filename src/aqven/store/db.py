@@ -118,6 +118,14 @@ class Database(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def _close_connections(self, writer: Any, readers: list[Any]) -> None:
+        """Close the readers' connections and the writer's (the backends' `close`)."""
+        with self._lock:
+            for conn in readers:
+                conn.close()
+            readers.clear()
+            writer.close()
+
     # The schema's migrations in this backend's terms (`_migrate`).
     _version_type = "INTEGER"
     _version_hint = "upgrade AQVEN"

@@ -340,11 +340,7 @@ class PostgresDatabase(Database):
         return postgres_statements(version)
 
     def close(self) -> None:
-        with self._lock:
-            for conn in self._reader_conns:
-                conn.close()
-            self._reader_conns.clear()
-            self._conn.close()
+        self._close_connections(self._conn, self._reader_conns)
 
 
 def _listen(dsn: str, channel: str, heard: Callable[[str], None], stop: threading.Event) -> None:

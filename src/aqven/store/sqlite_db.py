@@ -126,11 +126,7 @@ class SqliteDatabase(Database):
         return sqlite_statements(MIGRATIONS[version])
 
     def close(self) -> None:
-        with self._lock:
-            for conn in self._reader_conns:
-                conn.close()
-            self._reader_conns.clear()
-            self._conn.close()
+        self._close_connections(self._conn, self._reader_conns)
 
 
 class _SqliteReader:

@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from aqven.errors import AqvenError
 from aqven.people import load, reverify
 from aqven.project.diagnostics import Diagnostic
 from aqven.project.paths import rel
@@ -33,7 +34,10 @@ _PROOFS = (
 def _stored_rows(root: Path) -> list[Any]:
     """The proofs' rows in the project's store: its SQLite file read without a writer (none made where there is
     none), or its PostgreSQL database (STORE_UNAVAILABLE where it cannot be reached)."""
-    location = store_of(root)
+    try:
+        location = store_of(root)
+    except AqvenError:  # unreadable local settings: a diagnostic of their own (project/local.py)
+        return []
     if location.backend == "sqlite":
         assert location.path is not None
         if not location.path.is_file():
