@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import signal
@@ -21,7 +22,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from aqven import __version__
-from aqven.errors import SERVER_STOP_FAILED, ServerError
+from aqven.errors import SERVER_STOP_FAILED, AqvenError, ServerError
 from aqven.project.paths import state_dir
 from aqven.server.security import HOST, Access, health_proof
 from aqven.store.location import store_of
@@ -33,6 +34,13 @@ LOCK_TRIES = 10  # × 50 ms: how long a starting server waits for the project's 
 
 def server_file(root: Path) -> Path:
     return state_dir(root) / SERVER_FILE
+
+
+def _store_lost(exc: AqvenError) -> None:
+    """Another server took the store while PostgreSQL restarted: this one stops deciding at once (SIGTERM to itself,
+    the graceful way out), so that two servers never run one project's series."""
+    logging.getLogger("aqven.server").error("%s: %s; this server stops", exc.code, exc.message)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def pid_alive(pid: int) -> bool:
@@ -219,7 +227,8 @@ def serve(root: Path, port: int = 0) -> None:
     root = root.resolve()
     lock = _lock_or_refuse(root)
     try:
-        release_store = hold_store(root, f"aqven serve {root.name} on {socket.gethostname()} pid {os.getpid()}")
+        holder = f"aqven serve {root.name} on {socket.gethostname()} pid {os.getpid()}"
+        release_store = hold_store(root, holder, _store_lost)
     except BaseException:
         lock.release()
         raise

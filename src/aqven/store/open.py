@@ -33,13 +33,13 @@ def project_database(root: Path) -> Database:
     return open_database(store_of(root))
 
 
-def hold_store(root: Path, holder: str) -> Callable[[], None]:
+def hold_store(root: Path, holder: str, lost: Callable[[AqvenError], None] | None = None) -> Callable[[], None]:
     """Hold the project's store for this server's life (the answer lets go). A SQLite file needs nothing more than
     the server's file lock (`.aqven/server.lock`); a PostgreSQL store is shared, so a second server anywhere is
-    refused with STORE_HELD, naming the holder."""
+    refused with STORE_HELD, naming the holder, and `lost` is told if another took it after a PostgreSQL restart."""
     location = store_of(root)
     if location.dsn is None:
         return lambda: None
     from aqven.store.postgres_db import hold_store as hold_postgres
 
-    return hold_postgres(location.dsn, holder)
+    return hold_postgres(location.dsn, holder, lost)

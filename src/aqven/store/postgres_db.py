@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -366,32 +367,73 @@ def _listen(dsn: str, channel: str, heard: Callable[[str], None], stop: threadin
 _SERVER_LOCK = 0x6171_7665_6E01  # one AQVEN server per store database
 
 
-def hold_store(dsn: str, holder: str) -> Callable[[], None]:
-    """Hold the store for one server, for as long as the answer is not called: a session advisory lock on a
-    connection of its own, which PostgreSQL lets go when the server's process dies. `holder` (host, pid, project)
-    is what a second server is told. Raises STORE_HELD while another server holds it."""
+# How often a holding server looks at its lock's session (lost with a PostgreSQL restart); a test slows it down to
+# take the lock first itself.
+HOLD_CHECK_S = float(os.environ.get("AQVEN_STORE_HOLD_CHECK_S") or 2.0)
+
+
+def _take_store(dsn: str, holder: str) -> psycopg.Connection[Any]:
+    """A session holding the store's advisory lock, or STORE_HELD naming who holds it."""
     conn = connect(dsn)
     conn.execute("SELECT set_config('application_name', %s, false)", (holder[:63],))
     row = conn.execute("SELECT pg_try_advisory_lock(%s) AS held", (_SERVER_LOCK,)).fetchone()
-    if row is None or not row[0]:
-        other = conn.execute(
-            "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l"
-            " JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted"
-            " AND l.classid = %s AND l.objid = %s",
-            ((_SERVER_LOCK >> 32) & 0xFFFFFFFF, _SERVER_LOCK & 0xFFFFFFFF),
-        ).fetchone()
-        conn.close()
-        who = "another AQVEN server" if other is None else f"{other[0] or 'another AQVEN server'}"
-        since = "" if other is None else f" (connected from {other[1] or 'this host'} since {other[2]:%Y-%m-%d %H:%M})"
-        raise AqvenError(
-            f"the store {shown_dsn(dsn)} is held by {who}{since}: one server decides for a project",
-            code=STORE_HELD,
-            hint="stop that server first (aqven server stop, on its host); another project needs a database of its own",
-        )
+    if row is not None and row[0]:
+        return conn
+    other = conn.execute(
+        "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l"
+        " JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted"
+        " AND l.classid = %s AND l.objid = %s",
+        ((_SERVER_LOCK >> 32) & 0xFFFFFFFF, _SERVER_LOCK & 0xFFFFFFFF),
+    ).fetchone()
+    conn.close()
+    who = "another AQVEN server" if other is None else f"{other[0] or 'another AQVEN server'}"
+    since = "" if other is None else f" (connected from {other[1] or 'this host'} since {other[2]:%Y-%m-%d %H:%M})"
+    raise AqvenError(
+        f"the store {shown_dsn(dsn)} is held by {who}{since}: one server decides for a project",
+        code=STORE_HELD,
+        hint="stop that server first (aqven server stop, on its host); another project needs a database of its own",
+    )
+
+
+def hold_store(dsn: str, holder: str, lost: Callable[[AqvenError], None] | None = None) -> Callable[[], None]:
+    """Hold the store for one server, for as long as the answer is not called: a session advisory lock on a
+    connection of its own, which PostgreSQL lets go when the server's process dies. `holder` (host, pid, project)
+    is what a second server is told. Raises STORE_HELD while another server holds it.
+
+    A PostgreSQL restart ends the session and its lock with it: a thread looks every HOLD_CHECK_S and takes the
+    lock again on a new session. Should another server have taken it meanwhile, `lost` is told (the server stops:
+    two servers must never decide for one store)."""
+    held = [_take_store(dsn, holder)]
+    stop = threading.Event()
+
+    def keep() -> None:
+        while not stop.wait(HOLD_CHECK_S):
+            try:
+                held[0].execute("SELECT 1")
+                continue
+            except psycopg.Error:
+                pass
+            with contextlib.suppress(psycopg.Error):
+                held[0].close()
+            while not stop.is_set():
+                try:
+                    held[0] = _take_store(dsn, holder)
+                    break
+                except AqvenError as exc:
+                    if exc.code == STORE_HELD:
+                        if lost is not None:
+                            lost(exc)
+                        return
+                    stop.wait(0.5)  # PostgreSQL not back yet
+
+    keeper = threading.Thread(target=keep, name="hold-store", daemon=True)
+    keeper.start()
 
     def release() -> None:
+        stop.set()
+        keeper.join(timeout=5)
         with contextlib.suppress(psycopg.Error):
-            conn.close()  # the lock goes with the session
+            held[0].close()  # the lock goes with the session
 
     return release
 
