@@ -51,7 +51,6 @@ data only), and the fixed-size interval at every look (invalid when acted on: th
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 import sys
 import time
@@ -63,7 +62,7 @@ import scipy.stats
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
-from aqven.research.stats import plan_sim
+from aqven.research.stats import exact_sequential, plan_sim
 from aqven.research.stats.gaffke import gaffke_lower_counts
 from aqven.research.stats.sequential import SPEND_AT, look_alphas, look_lengths, sequence_bounds_counts
 
@@ -91,30 +90,11 @@ def look_sizes(n: int, schedule: str) -> list[int]:
     return sorted({max(1, math.ceil(j * n / k)) for j in range(1, k + 1)})
 
 
-@functools.lru_cache(maxsize=4096)
-def _step(cases: int, p: float) -> Floats:
-    out: Floats = scipy.stats.binom.pmf(np.arange(cases + 1), cases, p)
-    return out
-
-
 def exact_bounds(sizes: Sequence[int], line: float, rho: float) -> list[int]:
     """The pass count that confirms at each look: the smallest whose chance of a first crossing at the line keeps
-    the error spent within ``ALPHA·t^ρ`` (``m + 1``: this look cannot confirm)."""
-    n = sizes[-1]
-    alive: Floats = np.ones(1)
-    spent, out, prev = 0.0, [], 0
-    for m in sizes:
-        dist = np.convolve(alive, _step(m - prev, line))
-        budget = ALPHA * (m / n) ** rho - spent
-        tail = np.cumsum(dist[::-1])[::-1]
-        ok = np.flatnonzero(tail <= budget * (1 + 1e-12))
-        c = int(ok[0]) if ok.size else m + 1
-        if c <= m:
-            spent += float(tail[c])
-            dist[c:] = 0.0
-        out.append(c)
-        alive, prev = dist, m
-    return out
+    the error spent within ``ALPHA·t^ρ`` (``m + 1``: this look cannot confirm). The product's code
+    (`exact_sequential.upper_counts`), so the bench and the series share one copy."""
+    return exact_sequential.upper_counts(sizes, line, exact_sequential.levels(sizes[-1], sizes, True, ALPHA, rho))[0]
 
 
 def union_bounds(sizes: Sequence[int], line: float, shares: Floats) -> list[int]:
@@ -154,16 +134,9 @@ def power_shares(sizes: Sequence[int], rho: float) -> Floats:
 
 
 def crossings(sizes: Sequence[int], bounds: Sequence[int], p: float) -> Floats:
-    """The chance of a first confirmation at each look when every attempt passes with ``p``."""
-    alive: Floats = np.ones(1)
-    prev, out = 0, []
-    for m, c in zip(sizes, bounds, strict=True):
-        dist = np.convolve(alive, _step(m - prev, p))
-        out.append(float(dist[c:].sum()) if c <= m else 0.0)
-        if c <= m:
-            dist[c:] = 0.0
-        alive, prev = dist, m
-    return np.array(out)
+    """The chance of a first confirmation at each look when every attempt passes with ``p``
+    (`exact_sequential.first_stops` with no lower side)."""
+    return exact_sequential.first_stops(sizes, bounds, [-1] * len(bounds), p)[0]
 
 
 @dataclass(frozen=True)
