@@ -35,7 +35,7 @@ def sequence_view(store: SeriesStore, s: SeriesRow, tally: SeriesTally | None = 
         if name in open_cases:
             break
         prefix.append(name)
-    return SequenceView(tuple(prefix), len(s.plan.cases))
+    return SequenceView(tuple(prefix), len(s.plan.cases), s.plan.repeats)
 
 
 @dataclass

@@ -131,10 +131,13 @@ def _running(lows: Floats, highs: Floats) -> tuple[Floats, Floats]:
 
 @dataclass(frozen=True)
 class SequenceView:
-    """What a stop_early series has seen: the finished prefix of its case order, of how many planned."""
+    """What a stop_early series has seen: the finished prefix of its case order, of how many planned, and its
+    attempts per case and variant (with 1, a one-rate question is decided by the exact design of
+    `aqven.research.stats.exact_sequential`)."""
 
     prefix: tuple[str, ...]
     planned_cases: int
+    repeats: int
 
 
 def look_lengths(planned_cases: int, seen: int) -> list[int]:
