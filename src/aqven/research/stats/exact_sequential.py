@@ -57,6 +57,7 @@ __all__ = [
     "RHO",
     "Design",
     "Reading",
+    "bounds_at",
     "design",
     "exact_rate",
     "first_stops",
@@ -301,12 +302,18 @@ def _reading(
         if down[k] <= d.lower[k]:
             stop, crossed = k, "below"
             break
-    seen = looks[: stop + 1]
-    level = d.levels[stop]
-    low = _lower_bound(seen, d.upper[: stop + 1], d.line, level, up[stop])
-    fails_upper = [m - c for m, c in zip(seen, d.lower[: stop + 1], strict=True)]  # the mirror: failures ≥ m − d
-    high = 1.0 - _lower_bound(seen, fails_upper, 1.0 - d.line, level, seen[-1] - down[stop])
+    low, high = bounds_at(d, stop + 1, up[stop], down[stop])
     return Reading(stop + 1, looks[stop], up[stop], down[stop], crossed, low, high)
+
+
+def bounds_at(d: Design, look: int, up: int, down: int) -> tuple[float, float]:
+    """The interval of a series standing on look ``look`` (1-based, not crossed before it) with ``up`` passes
+    toward above and ``down`` toward below: the stagewise bounds at the error spent by that look."""
+    seen, level = d.looks[:look], d.levels[look - 1]
+    low = _lower_bound(seen, d.upper[:look], d.line, level, up)
+    fails_upper = [m - c for m, c in zip(seen, d.lower[:look], strict=True)]  # the mirror: failures ≥ m − d
+    high = 1.0 - _lower_bound(seen, fails_upper, 1.0 - d.line, level, seen[-1] - down)
+    return low, high
 
 
 def read(
@@ -341,7 +348,7 @@ def exact_rate(
     """The interval of a one-attempt-per-case stop_early series at ``line`` (`read`, error ``(1 − level)/2`` a
     side): its lower bound is above the line exactly when the design crossed above, its upper bound below the line
     exactly when it crossed below. The estimate and counts are those of the look it stands on."""
-    r = read(means, counted, planned_cases, line, (1 - level) / 2)
+    r = read(means, counted, planned_cases, line, round((1 - level) / 2, 12))
     lengths = look_lengths(planned_cases, len(means))
     length = lengths[r.look - 1]
     x = np.asarray(means, dtype=np.float64)[:length]

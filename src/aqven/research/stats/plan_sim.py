@@ -237,7 +237,7 @@ def exact_sequential_outcome(rate: float, cases: int, level: float, line: float,
     (`aqven.research.stats.exact_sequential`): exact chances by dynamic programming. ``median_saving`` is the
     smallest saving ``s`` with P(saving ≤ s) ≥ 1/2."""
     lengths = look_lengths(cases, cases)
-    d = exact_sequential.design(cases, line, tuple(lengths), True, (1 - level) / 2)
+    d = exact_sequential.design(cases, line, tuple(lengths), True, round((1 - level) / 2, 12))
     above, below = exact_sequential.first_stops(lengths, d.upper, d.lower, min(max(rate, 0.0), 1.0))
     stop = above + below
     stop[-1] += max(0.0, 1.0 - float(stop.sum()))  # undecided at the last look: ran every case
