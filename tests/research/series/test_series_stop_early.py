@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from aqven.research.diagnostics.workspace import check_workspace
+from aqven.research.findings.verify import Verifier
 from aqven.research.stats import plan_sim
 from support.series_kit import (
     RATE_EXPERIMENT,
@@ -91,6 +92,8 @@ def test_a_held_out_series_that_stops_early_writes_its_finding(tiny_env: Path, t
     assert data["scope"]["stop_early"] is True
     assert data["scope"]["early_stop"]["attempts_run"] == snap["progress"]["done"]
     assert "stopped early at" in data["verdict"]["text"]
+    with Verifier(root) as verifier:  # recomputed on the sequence it was decided on, not a fixed-size interval
+        assert verifier.verify(root / snap["finding"], data).verifies
 
 
 def test_without_stop_early_the_series_runs_to_the_end(tiny_env: Path, tmp_path: Path) -> None:
