@@ -351,7 +351,7 @@ def simulate_spend(
     low, high = sequence_bounds_counts(
         values, counts.astype(np.float64), 1 - LEVEL, len(lengths), spend=schedule_spend(schedule, rho, n)
     )
-    out: dict[str, float] = early_grid._stops(low, high, lengths, n, line)
+    out: dict[str, float] = early_grid._stops(low > line, high <= line, lengths, n)
     return out
 
 
@@ -540,7 +540,7 @@ def repeats_section(search: Search, series: int, seed: int) -> list[RepeatsCell]
     for i, line in enumerate(LINES):
         union = search.best(line, "union bound")
         ex = exact[i]
-        for w in early_grid.worlds()[1:]:
+        for w in [w for w in early_grid.worlds() if w.repeats > 1]:
             pop = plan_sim.beta_population(w.mean, w.icc)
             fixed = plan_sim.cases_to_decide(pop, w.repeats, LEVEL, line, True)
             plan = plan_sim.sequential_cases_to_decide(pop, w.repeats, LEVEL, line, True)
