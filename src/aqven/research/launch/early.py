@@ -3,10 +3,12 @@
 The plan simulates 1,000 series of the planned size at the planning numbers (rate, intra-case correlation,
 the between-variant correlation and the difference a dev series measured, or the defaults), reads the
 sequence of `aqven.research.stats.sequential` at its looks, and stops each at the first look that decides, as
-the series would (`aqven.research.stats.plan_sim.simulate_sequential`). Deterministic (a fixed seed): the same
-plan gives the same figure. The truth it plans at is the planning rate, which for a threshold without a dev
-series is the bound itself — where a series decides late or not at all — so without dev numbers the figure
-is cautious.
+the series would (`aqven.research.stats.plan_sim.simulate_sequential`). With one attempt per case of a one-rate
+question the figures are the exact chances of the design such a series decides by
+(`aqven.research.stats.exact_sequential`, `plan_sim.exact_sequential_outcome`), not a simulation.
+Deterministic (a fixed seed): the same plan gives the same figure. The truth it plans at is the planning
+rate, which for a threshold without a dev series is the bound itself — where a series decides late or not at
+all — so without dev numbers the figure is cautious.
 """
 
 from __future__ import annotations

@@ -155,8 +155,8 @@ def _precision(
     """half_width, recommended, below_recommended and the keys that say how they were planned.
 
     A stop_early experiment's power (and so its recommended cases) is that of the sequence it decides on,
-    read at its looks (`plan_sim.sequential_cases_to_decide`): more cases than a fixed-size series needs,
-    of which it expects to run fewer."""
+    read at its looks (`plan_sim.sequential_cases_to_decide`; with one attempt per case of one rate, the exact
+    design's own chance): more cases than a fixed-size series needs, of which it expects to run fewer."""
     paired = QUESTION_KINDS[q.kind].paired
     k = comparisons_of(q, variants)
     bound = q.bound if QUESTION_KINDS[q.kind].needs_bound else None
