@@ -26,12 +26,18 @@ designs (`simulate`):
 Beta), read at every look and counted "confirmed" if any look confirms (peeking at every look), at the
 plan's N and 3× it.
 
+**The interval where a series ends** (``--coverage``): for the exact design, exactly over every state a series
+stops in (`exact_sequential.terminal_states`), the chance that the reported lower bound is above the true rate or
+the upper bound below it (`exact_sequential.bounds_at`), at 40 rates from 0.02 to 0.995, for several N and lines;
+the worst rate of each is printed (target ≤ 0.025).
+
 ``--betting`` adds the betting confidence sequence this design replaced (`betting.sequence_interval_batch`,
 tuned for N, read at the 20 looks) on the same worlds and sizes, per-case arithmetic (slower).
 
     .venv/bin/python bench/stats/early_grid.py                 # 4,000 series a cell, seed 11, ~4 min
     .venv/bin/python bench/stats/early_grid.py --betting       # and the betting sequence, 1,000 series a cell
     .venv/bin/python bench/stats/early_grid.py --ceiling       # only the ceiling of the saving at the plan's N
+    .venv/bin/python bench/stats/early_grid.py --coverage      # only the exact design's interval coverage, ~5 min
 """
 
 from __future__ import annotations
@@ -181,6 +187,23 @@ def plans_only() -> dict[tuple[str, float], int]:
     return out
 
 
+def coverage() -> None:
+    """The exact design's interval where a series ends: the worst miss over a grid of true rates."""
+    print("exact design, one attempt per case: the chance the interval where a series ends misses the true rate")
+    print("| N | line | worst P(lower bound > rate) | at rate | worst P(upper bound < rate) | at rate |")
+    print("|---|---|---|---|---|---|")
+    for n, line in ((30, 0.7), (40, 0.9), (60, 0.5), (150, 0.9), (150, 0.95), (300, 0.9)):
+        d = exact_sequential.design(n, line, tuple(look_lengths(n, n)), True)
+        low, high = (0.0, 0.0), (0.0, 0.0)
+        for p in np.linspace(0.02, 0.995, 40):
+            states = exact_sequential.terminal_states(d, float(p))
+            bounds = [(exact_sequential.bounds_at(d, k, x, x), chance) for k, x, chance in states]
+            lo = sum(chance for (b, _), chance in bounds if b > p)
+            hi = sum(chance for (_, b), chance in bounds if b < p)
+            low, high = max(low, (lo, float(p))), max(high, (hi, float(p)))
+        print(f"| {n} | {line} | {low[0]:.4f} | {low[1]:.3f} | {high[0]:.4f} | {high[1]:.3f} |", flush=True)
+
+
 def cp_upper(k: int, n: int) -> float:
     return 1.0 if k >= n else float(scipy.stats.beta.ppf(0.975, k + 1, n - k))
 
@@ -193,8 +216,13 @@ def main() -> None:
     parser.add_argument("--betting", action="store_true")
     parser.add_argument("--betting-series", type=int, default=1000)
     parser.add_argument("--ceiling", action="store_true", help="only the ceiling of the saving at the plan's N")
+    parser.add_argument("--coverage", action="store_true", help="only the exact design's interval coverage")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.coverage:
+        coverage()
+        print(f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+        return
     if args.ceiling:
         ceiling(plans_only())
         print(f"{time.perf_counter() - started:.0f} s", file=sys.stderr)

@@ -188,6 +188,8 @@ def test_the_interval_where_a_series_ends_covers_every_rate(planned: int, line: 
     for p in (line - 0.2, line - 0.05, line - 0.02, line, line + 0.02, min(line + 0.06, 0.99)):
         states = _terminal_states(d, p)
         assert sum(pr for _, _, pr in states) == pytest.approx(1.0, abs=1e-9)
+        windowed = {(k, x): pr for k, x, pr in es.terminal_states(d, p)}  # the bench's --coverage reads these
+        assert all(windowed.get((k, x), 0.0) == pytest.approx(pr, abs=1e-12) for k, x, pr in states)
         bounds = [(es.bounds_at(d, k, x, x), pr) for k, x, pr in states]
         assert sum(pr for (low, _), pr in bounds if low > p) <= ALPHA
         assert sum(pr for (_, high), pr in bounds if high < p) <= ALPHA

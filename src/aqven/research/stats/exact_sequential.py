@@ -64,6 +64,7 @@ __all__ = [
     "levels",
     "lower_counts",
     "read",
+    "terminal_states",
     "upper_counts",
 ]
 
@@ -229,6 +230,25 @@ def first_stops(looks: Sequence[int], upper: Sequence[int], lower: Sequence[int]
         below.append(walk.cut_at_most(d) if d >= 0 else 0.0)
         prev = m
     return np.array(above), np.array(below)
+
+
+def terminal_states(d: Design, p: float) -> list[tuple[int, int, float]]:
+    """(look, passes, chance) of every state a pass-or-fail series stops in — its first crossing, else the last
+    look — when its attempts pass with ``p`` (states of chance below about 1e-20 left out)."""
+    walk, prev, out = _Walk(), 0, []
+    for k, (m, c, low) in enumerate(zip(d.looks, d.upper, d.lower, strict=True)):
+        walk.step(m - prev, p)
+        last = k == len(d.looks) - 1
+        for i, mass in enumerate(walk.mass):
+            x = walk.start + i
+            if mass > 0 and (x >= c or x <= low or last):
+                out.append((k + 1, x, float(mass)))
+        if c <= m:
+            walk.cut_at_least(c)
+        if low >= 0:
+            walk.cut_at_most(low)
+        prev = m
+    return out
 
 
 def _stagewise(looks: Sequence[int], upper: Sequence[int], p: float, passes: int) -> float:
