@@ -130,4 +130,6 @@ def test_the_launch_plan_of_a_stop_early_experiment_expects_fewer_attempts(tiny_
     exact = plan_sim.exact_sequential_outcome(plan["planning_rate"], 400, 0.95, 0.55, True)
     assert early["expected_attempts"] == math.ceil(exact.expected_cases) and 20 <= early["expected_attempts"] < 25
     assert early["attempts"] == 400 and early["stops_early_share"] == round(exact.stops_early, 3) > 0.9
+    assert early["median_saving"] == round(exact.median_saving, 3) == 0.95  # half stop at look 1: 20 of 400 cases
+    assert "a median saving of 95%" in early["text"]
     assert early["text"].startswith("stop_early: about")

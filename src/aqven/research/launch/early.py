@@ -37,10 +37,11 @@ def expected_attempts(
     rho_between: float = 0.5,
     level: float = 0.95,
 ) -> dict[str, Any]:
-    """Mean attempts and the share of series that stop early, for the plan's ``stop_early`` block."""
+    """Mean attempts, the median saving (1 − cases run ÷ planned, per series) and the share of series that stop
+    early, for the plan's ``stop_early`` block."""
     planned = cases * repeats * variants
     if not look_lengths(cases, cases):
-        return {"expected_attempts": planned, "attempts": planned, "stops_early_share": 0.0}
+        return {"expected_attempts": planned, "attempts": planned, "median_saving": 0.0, "stops_early_share": 0.0}
     pop = (
         plan_sim.paired_population(rate, rho, rho_between, difference)
         if is_paired(kind)
@@ -50,5 +51,6 @@ def expected_attempts(
     return {
         "expected_attempts": math.ceil(out.expected_cases * repeats * variants),
         "attempts": planned,
+        "median_saving": round(out.median_saving, 3),
         "stops_early_share": round(out.stops_early, 3),
     }

@@ -130,8 +130,8 @@ def _early(q: Question, plan: dict[str, Any], n: int, r: int, k: int) -> dict[st
     )
     out["text"] = (
         f"stop_early: about {out['expected_attempts']} of {out['attempts']} attempts expected at the planning "
-        f"rate ({out['stops_early_share']:.0%} of simulated series stop before the end); the interval it decides "
-        "on is valid at every look, and wider than a fixed-size one"
+        f"rate (a median saving of {out['median_saving']:.0%}; {out['stops_early_share']:.0%} of series stop before "
+        "the end); its decision is valid at every look, and needs more cases than a fixed-size one"
     )
     return out
 
