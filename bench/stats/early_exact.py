@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import binom, norm
+from scipy.stats import norm
+
+from aqven.research.stats.exact_sequential import first_stops, upper_counts
 
 ALPHA = 0.025
 LOOKS = 20
@@ -36,41 +38,17 @@ def looks(n: int) -> list[int]:
 
 
 def boundaries(n: int, line: float, design: str) -> tuple[list[int], list[int], float]:
-    """(look sizes, the pass count that confirms at each, the exact chance of confirming at the line)."""
+    """(look sizes, the pass count that confirms at each, the exact chance of confirming at the line), by the
+    product's dynamic programming (`exact_sequential.upper_counts`) with this spending function."""
     sizes = looks(n)
-    alive = np.zeros(n + 1)  # passes so far, among series that have not confirmed, at the line
-    alive[0] = 1.0
-    spent, out, prev = 0.0, [], 0
-    for k, m in enumerate(sizes):
-        step = binom.pmf(np.arange(m - prev + 1), m - prev, line)
-        dist = np.convolve(alive[: prev + 1], step)[: m + 1]
-        budget = spending(design, m / sizes[-1]) - spent
-        tail = np.cumsum(dist[::-1])[::-1]  # P(passes ≥ c, still alive)
-        ok = np.flatnonzero(tail <= budget + 1e-15)
-        c = int(ok[0]) if ok.size else m + 1
-        spent += float(tail[c]) if c <= m else 0.0
-        out.append(c)
-        alive = dist.copy()
-        alive[c:] = 0.0
-        prev = m
-        del k
-    return sizes, out, spent
+    counts, spent = upper_counts(sizes, line, [spending(design, m / sizes[-1]) for m in sizes])
+    return sizes, counts, spent[-1]
 
 
 def stops(n: int, line: float, truth: float, design: str) -> tuple[float, float, float]:
     """(power, median saving, mean saving) at the truth, by the same dynamic programming."""
     sizes, cs, _ = boundaries(n, line, design)
-    alive = np.zeros(n + 1)
-    alive[0] = 1.0
-    prev, confirmed_at = 0, []
-    for m, c in zip(sizes, cs, strict=True):
-        step = binom.pmf(np.arange(m - prev + 1), m - prev, truth)
-        dist = np.convolve(alive[: prev + 1], step)[: m + 1]
-        confirmed_at.append(float(dist[c:].sum()) if c <= m else 0.0)
-        alive = dist.copy()
-        alive[c:] = 0.0
-        prev = m
-    p = np.array(confirmed_at)
+    p = first_stops(sizes, cs, [-1] * len(cs), truth)[0]
     never = 1 - p.sum()
     ran = np.array(sizes, dtype=float)
     saving = 1 - ran / n

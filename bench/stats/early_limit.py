@@ -18,11 +18,16 @@ largest median saving. Each row: N (× the fixed-size N, one look), the median a
 mean cases run ÷ the fixed-size N (relative savings can be bought by planning a larger N; this column shows the
 price), and the exact false confirmation at the line at N and 3N (for a rate below the line it is smaller). Beside
 it, the same spending in the Gaussian world (a known-variance z-test read at the same looks; N ∝ the drift², by
-numerical integration on a grid). Then the designs of the product's kind — a bound at each look with its own share
-of the error, added up by the union bound (`aqven.research.stats.sequential`; with one attempt per case Gaffke's
-bound is Clopper–Pearson's, the same pass counts) — both the product's own spending (its arithmetic: `look_alphas`
-and `gaffke_lower_counts`) and ``t^ρ`` shares over the same ρ and schedules. Last, one design (schedule, ρ) of each
+numerical integration on a grid). Then the designs of the union-bound kind — a bound at each look with its own
+share of the error, added up by the union bound (`aqven.research.stats.sequential`; with one attempt per case
+Gaffke's bound is Clopper–Pearson's, the same pass counts) — both the product's union-bound spending (its design for
+several attempts per case, and for one before the exact design; its arithmetic: `look_alphas` and
+`gaffke_lower_counts`) and ``t^ρ`` shares over the same ρ and schedules. Last, one design (schedule, ρ) of each
 kind for both lines: the most cells met, then the fewest cases run at the worse line.
+
+**The product since.** The exact design at 20 looks spending ``0.025·t^0.1`` (the row "exact, 20 looks, 0.1") is
+what one-attempt-per-case series now decide by (`aqven.research.stats.exact_sequential`, whose boundaries this
+bench's exact search computes: one copy of the code).
 
 **The bound.** A series stops by 0.6N with chance ≥ 1/2 under the truth only if the design confirms on an event
 seen by 0.6N with that chance; by Neyman–Pearson the least error such an event can cost at the line is that of the
@@ -51,7 +56,6 @@ data only), and the fixed-size interval at every look (invalid when acted on: th
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 import sys
 import time
@@ -63,7 +67,7 @@ import scipy.stats
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
-from aqven.research.stats import plan_sim
+from aqven.research.stats import exact_sequential, plan_sim
 from aqven.research.stats.gaffke import gaffke_lower_counts
 from aqven.research.stats.sequential import SPEND_AT, look_alphas, look_lengths, sequence_bounds_counts
 
@@ -91,30 +95,11 @@ def look_sizes(n: int, schedule: str) -> list[int]:
     return sorted({max(1, math.ceil(j * n / k)) for j in range(1, k + 1)})
 
 
-@functools.lru_cache(maxsize=4096)
-def _step(cases: int, p: float) -> Floats:
-    out: Floats = scipy.stats.binom.pmf(np.arange(cases + 1), cases, p)
-    return out
-
-
 def exact_bounds(sizes: Sequence[int], line: float, rho: float) -> list[int]:
     """The pass count that confirms at each look: the smallest whose chance of a first crossing at the line keeps
-    the error spent within ``ALPHA·t^ρ`` (``m + 1``: this look cannot confirm)."""
-    n = sizes[-1]
-    alive: Floats = np.ones(1)
-    spent, out, prev = 0.0, [], 0
-    for m in sizes:
-        dist = np.convolve(alive, _step(m - prev, line))
-        budget = ALPHA * (m / n) ** rho - spent
-        tail = np.cumsum(dist[::-1])[::-1]
-        ok = np.flatnonzero(tail <= budget * (1 + 1e-12))
-        c = int(ok[0]) if ok.size else m + 1
-        if c <= m:
-            spent += float(tail[c])
-            dist[c:] = 0.0
-        out.append(c)
-        alive, prev = dist, m
-    return out
+    the error spent within ``ALPHA·t^ρ`` (``m + 1``: this look cannot confirm). The product's code
+    (`exact_sequential.upper_counts`), so the bench and the series share one copy."""
+    return exact_sequential.upper_counts(sizes, line, exact_sequential.levels(sizes[-1], sizes, True, ALPHA, rho))[0]
 
 
 def union_bounds(sizes: Sequence[int], line: float, shares: Floats) -> list[int]:
@@ -154,16 +139,9 @@ def power_shares(sizes: Sequence[int], rho: float) -> Floats:
 
 
 def crossings(sizes: Sequence[int], bounds: Sequence[int], p: float) -> Floats:
-    """The chance of a first confirmation at each look when every attempt passes with ``p``."""
-    alive: Floats = np.ones(1)
-    prev, out = 0, []
-    for m, c in zip(sizes, bounds, strict=True):
-        dist = np.convolve(alive, _step(m - prev, p))
-        out.append(float(dist[c:].sum()) if c <= m else 0.0)
-        if c <= m:
-            dist[c:] = 0.0
-        alive, prev = dist, m
-    return np.array(out)
+    """The chance of a first confirmation at each look when every attempt passes with ``p``
+    (`exact_sequential.first_stops` with no lower side)."""
+    return exact_sequential.first_stops(sizes, bounds, [-1] * len(bounds), p)[0]
 
 
 @dataclass(frozen=True)
@@ -378,7 +356,7 @@ def simulate_spend(
     low, high = sequence_bounds_counts(
         values, counts.astype(np.float64), 1 - LEVEL, len(lengths), spend=schedule_spend(schedule, rho, n)
     )
-    out: dict[str, float] = early_grid._stops(low, high, lengths, n, line)
+    out: dict[str, float] = early_grid._stops(low > line, high <= line, lengths, n)
     return out
 
 
@@ -463,7 +441,7 @@ def one_repeat(show_all: bool) -> Search:
         fixed = own_n("1 looks", line, exact_design(1.0))
         search.fixed[line] = fixed
         print(f"| {line:.2f} | one look (fixed size) | — | — | {fixed} (1.00) | 0 | 0 | 1.00 | | 1.00 |", flush=True)
-        product = evaluate("product (union bound, its arithmetic)", "20 looks", None, line, product_bounds)
+        product = evaluate("union bound at looks 5/8/12/16/20 (product, r > 1)", "20 looks", None, line, product_bounds)
         search.product[line] = product
         print(row(line, product, fixed, None), flush=True)
         for kind, make in (("exact", exact_design), ("union bound", union_design)):
@@ -567,7 +545,7 @@ def repeats_section(search: Search, series: int, seed: int) -> list[RepeatsCell]
     for i, line in enumerate(LINES):
         union = search.best(line, "union bound")
         ex = exact[i]
-        for w in early_grid.worlds()[1:]:
+        for w in [w for w in early_grid.worlds() if w.repeats > 1]:
             pop = plan_sim.beta_population(w.mean, w.icc)
             fixed = plan_sim.cases_to_decide(pop, w.repeats, LEVEL, line, True)
             plan = plan_sim.sequential_cases_to_decide(pop, w.repeats, LEVEL, line, True)
@@ -608,8 +586,9 @@ def closing(search: Search, cells: list[RepeatsCell]) -> None:
         parts.append(
             f"at {line:.2f} it saves a median {e.at_n.median_saving:.3f} at its N and {e.at_3n.median_saving:.3f} at "
             f"3N running {e.at_n.mean_cases / fixed:.2f} × the fixed-size N's cases (false confirmation ≤ "
-            f"{max(e.false_n, e.false_3n):.4f}), where the product saves {p.at_n.median_saving:.3f} / "
-            f"{p.at_3n.median_saving:.3f} at {p.at_n.mean_cases / fixed:.2f} × and the best single union-bound "
+            f"{max(e.false_n, e.false_3n):.4f}), where the union-bound design it replaced saves "
+            f"{p.at_n.median_saving:.3f} / {p.at_3n.median_saving:.3f} at {p.at_n.mean_cases / fixed:.2f} × "
+            "and the best single union-bound "
             f"spending ({u.schedule}, ρ {fmt_rho(u.rho)}) {u.at_n.median_saving:.3f} / {u.at_3n.median_saving:.3f} at "
             f"{u.at_n.mean_cases / fixed:.2f} ×"
         )

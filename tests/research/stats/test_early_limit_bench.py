@@ -1,6 +1,6 @@
 """bench/stats/early_limit.py (issue 28, part 3): its exact dynamic programming agrees with seeded simulation, its
-exact designs confirm falsely at most 0.025 under peeking at every look, its copy of the product's design is the
-product's arithmetic, and its Gaussian integration spends exactly the error."""
+exact designs confirm falsely at most 0.025 under peeking at every look, its copy of the product's union-bound design
+is the product's arithmetic, and its Gaussian integration spends exactly the error."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aqven.research.stats import plan_sim
+from aqven.research.stats import exact_sequential, plan_sim
 from aqven.research.stats.betting import sequence_interval_batch
 from aqven.research.stats.gaffke import gaffke_lower_batch, gaffke_lower_counts
 from aqven.research.stats.sequential import (
@@ -79,15 +79,16 @@ def test_counted_bounds_ignore_values_no_case_has() -> None:
 
 
 def test_stop_early_saves_more_than_the_betting_sequence_at_the_same_planned_size() -> None:
-    """0.97 against 0.90, one attempt per case, N = 3 × the stop_early plan: the spent-error sequence saves a
-    median of at least 0.65 of the cases; the betting sequence it replaced, read at the same looks of the same
-    series, saves less."""
+    """0.97 against 0.90, one attempt per case, N = 3 × the stop_early plan: the exact design such a series now
+    decides by saves a median of at least 0.65 of the cases, the union-bound sequence (the design of series with
+    several attempts per case) too, and the betting sequence both replaced, read at the same looks of the same
+    series, saves less than either."""
     pop = plan_sim.beta_population(0.97, 0.0)
-    planned = 152  # plan_sim.sequential_cases_to_decide(pop, 1, 0.95, 0.9, True).cases (bench/stats/early_grid.py)
-    assert plan_sim.simulate_sequential(pop, planned, 1, 0.95, 0.9, True).decided >= 0.8
+    plan = plan_sim.sequential_cases_to_decide(pop, 1, 0.95, 0.9, True)
+    assert plan is not None and plan.cases == 159  # the exact design's own 80%-power N (bench/stats/early_limit.py)
     fixed = plan_sim.cases_to_decide(pop, 1, 0.95, 0.9, True)
-    assert fixed is not None and planned > fixed.cases  # the sequence needs more cases for the same power
-    n, series = 3 * planned, 300
+    assert fixed is not None and plan.cases > fixed.cases  # the sequence needs more cases for the same power
+    n, series = 3 * plan.cases, 300
     x = (np.random.default_rng(9).random((series, n)) < 0.97).astype(np.float64)
     lengths = np.array(look_lengths(n, n), dtype=np.int64)
     seen = np.tile(lengths, (series, 1))
@@ -97,7 +98,9 @@ def test_stop_early_saves_more_than_the_betting_sequence_at_the_same_planned_siz
         first = np.where(decided.any(axis=1), decided.argmax(axis=1), LOOKS - 1)
         return float(np.median(1 - lengths[first] / n))
 
-    ours, _ = sequence_bounds_batch(x, np.ones_like(x, dtype=bool), 0.05, seen)
+    design = exact_sequential.design(n, 0.9, tuple(int(v) for v in lengths), True)
+    exact = np.where(np.cumsum(x, axis=1)[:, lengths - 1] >= np.array(design.upper), 1.0, 0.0)
+    union, _ = sequence_bounds_batch(x, np.ones_like(x, dtype=bool), 0.05, seen)
     old, _ = sequence_interval_batch(x, np.ones_like(x, dtype=bool), 0.05, seen, tuned_for=n)
-    assert median_saving(ours) >= 0.65
-    assert median_saving(ours) > median_saving(old)
+    assert median_saving(exact) >= 0.65 and median_saving(union) >= 0.65
+    assert median_saving(exact) > median_saving(union) > median_saving(old)

@@ -30,7 +30,7 @@ from aqven import ENGINE_VERSION
 from aqven.errors import NotFoundError
 from aqven.people import load, reverify
 from aqven.research.findings.records import SEALED_FROM, finding_key, is_intact, read_findings, seal_matches
-from aqven.research.stats.series_verdict import compute_verdict
+from aqven.research.stats.series_verdict import compute_verdict, sequence_view
 from aqven.store.db import Database
 from aqven.store.location import store_of
 from aqven.store.open import open_database
@@ -218,8 +218,13 @@ class Verifier:
         scope = data.get("scope") or {}
         if scope.get("engine_version") == ENGINE_VERSION:
             ended = s if s.status in ENDED else s.model_copy(update={"status": "done"})
+            tally = read_tally(store.db, sid)
             verdict = compute_verdict(
-                ended, read_tally(store.db, sid), provisional=False, inputs_changed=not one_inputs_hash(attempts)
+                ended,
+                tally,
+                provisional=False,
+                inputs_changed=not one_inputs_hash(attempts),
+                sequence=sequence_view(store, ended, tally) if ended.plan.stop_early else None,
             )
             source = f"the verdict recomputed from the series' {len(attempts)} stored attempts"
         else:  # another engine may decide otherwise: compare with the verdict it stored when the series ended

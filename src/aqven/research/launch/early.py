@@ -3,10 +3,12 @@
 The plan simulates 1,000 series of the planned size at the planning numbers (rate, intra-case correlation,
 the between-variant correlation and the difference a dev series measured, or the defaults), reads the
 sequence of `aqven.research.stats.sequential` at its looks, and stops each at the first look that decides, as
-the series would (`aqven.research.stats.plan_sim.simulate_sequential`). Deterministic (a fixed seed): the same
-plan gives the same figure. The truth it plans at is the planning rate, which for a threshold without a dev
-series is the bound itself — where a series decides late or not at all — so without dev numbers the figure
-is cautious.
+the series would (`aqven.research.stats.plan_sim.simulate_sequential`). With one attempt per case of a one-rate
+question the figures are the exact chances of the design such a series decides by
+(`aqven.research.stats.exact_sequential`, `plan_sim.exact_sequential_outcome`), not a simulation.
+Deterministic (a fixed seed): the same plan gives the same figure. The truth it plans at is the planning
+rate, which for a threshold without a dev series is the bound itself — where a series decides late or not at
+all — so without dev numbers the figure is cautious.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ def expected_attempts(
     rho_between: float = 0.5,
     level: float = 0.95,
 ) -> dict[str, Any]:
-    """Mean attempts and the share of series that stop early, for the plan's ``stop_early`` block."""
+    """Mean attempts, the median saving (1 − cases run ÷ planned, per series) and the share of series that stop
+    early, for the plan's ``stop_early`` block."""
     planned = cases * repeats * variants
     if not look_lengths(cases, cases):
-        return {"expected_attempts": planned, "attempts": planned, "stops_early_share": 0.0}
+        return {"expected_attempts": planned, "attempts": planned, "median_saving": 0.0, "stops_early_share": 0.0}
     pop = (
         plan_sim.paired_population(rate, rho, rho_between, difference)
         if is_paired(kind)
@@ -48,5 +51,6 @@ def expected_attempts(
     return {
         "expected_attempts": math.ceil(out.expected_cases * repeats * variants),
         "attempts": planned,
+        "median_saving": round(out.median_saving, 3),
         "stops_early_share": round(out.stops_early, 3),
     }

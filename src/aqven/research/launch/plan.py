@@ -130,8 +130,8 @@ def _early(q: Question, plan: dict[str, Any], n: int, r: int, k: int) -> dict[st
     )
     out["text"] = (
         f"stop_early: about {out['expected_attempts']} of {out['attempts']} attempts expected at the planning "
-        f"rate ({out['stops_early_share']:.0%} of simulated series stop before the end); the interval it decides "
-        "on is valid at every look, and wider than a fixed-size one"
+        f"rate (a median saving of {out['median_saving']:.0%}; {out['stops_early_share']:.0%} of series stop before "
+        "the end); its decision is valid at every look, and needs more cases than a fixed-size one"
     )
     return out
 
@@ -155,8 +155,8 @@ def _precision(
     """half_width, recommended, below_recommended and the keys that say how they were planned.
 
     A stop_early experiment's power (and so its recommended cases) is that of the sequence it decides on,
-    read at its looks (`plan_sim.sequential_cases_to_decide`): more cases than a fixed-size series needs,
-    of which it expects to run fewer."""
+    read at its looks (`plan_sim.sequential_cases_to_decide`; with one attempt per case of one rate, the exact
+    design's own chance): more cases than a fixed-size series needs, of which it expects to run fewer."""
     paired = QUESTION_KINDS[q.kind].paired
     k = comparisons_of(q, variants)
     bound = q.bound if QUESTION_KINDS[q.kind].needs_bound else None

@@ -2,8 +2,10 @@
 
 Attempts run in the series' random order, case block by case block (`aqven.research.series.order`), so the
 cases whose attempts have all finished, taken in that order up to the first one that has not, are a random
-sample of the selected cases (`sequence_view`). The verdict of such a series comes from the confidence
-sequence over that prefix (`aqven.research.stats.sequential`), read at 20 looks; the driver asks `EarlyStop.due`
+sample of the selected cases (`sequence_view`, kept with the verdict in `aqven.research.stats.series_verdict` so a
+finding's verification reads it too). The verdict of such a series comes from its design over that prefix, read at
+20 looks (`aqven.research.stats.sequential`; one attempt per case of a one-rate question:
+`aqven.research.stats.exact_sequential`); the driver asks `EarlyStop.due`
 after attempts finish, and once a look decides the verdict (confirmed or refuted) the series starts nothing
 more: its running attempts finish and it ends, with the attempts it never ran and the spend they would
 have cost on the record (`early_stop_record`).
@@ -15,27 +17,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from aqven.research.stats.sequential import SequenceView, look_lengths
-from aqven.store.series import SeriesStore
+from aqven.research.stats.sequential import look_lengths
+from aqven.research.stats.series_verdict import sequence_view
 from aqven.store.series_records import DECIDED_EARLY, SeriesRow
-from aqven.store.series_tally import SeriesTally, read_tally
 
 __all__ = ["DECIDED_EARLY", "EarlyStop", "early_stop_record", "sequence_view"]
-
-
-def sequence_view(store: SeriesStore, s: SeriesRow, tally: SeriesTally | None = None) -> SequenceView:
-    """The finished prefix of the series' run order: cases whose every attempt is done, up to the first that
-    is not (an attempt that hit a rate limit and will run again is not done yet). From the series' tally (read
-    now unless given: a snapshot passes the one it read) and its case order, read once per series: no attempt
-    is read."""
-    tally = tally if tally is not None else read_tally(store.db, s.id)
-    open_cases = tally.pending | tally.rate_limited
-    prefix: list[str] = []
-    for name in store.case_order(s.id):
-        if name in open_cases:
-            break
-        prefix.append(name)
-    return SequenceView(tuple(prefix), len(s.plan.cases))
 
 
 @dataclass

@@ -32,6 +32,7 @@ import scipy.special
 import scipy.stats
 from numpy.typing import NDArray
 
+from aqven.research.stats import exact_sequential
 from aqven.research.stats.gaffke import gaffke_lower_counts
 from aqven.research.stats.sequential import look_lengths, sequence_bounds_counts
 
@@ -43,6 +44,7 @@ __all__ = [
     "beta_population",
     "cases_for_half_width",
     "cases_to_decide",
+    "exact_sequential_outcome",
     "paired_population",
     "sequential_cases_to_decide",
     "simulate",
@@ -196,7 +198,10 @@ def simulate_sequential(
 ) -> SequentialOutcome:
     """``series`` simulated ``stop_early`` series of ``cases`` planned cases × ``repeats`` from ``pop``, each
     read at its looks with the sequence the series reports (`aqven.research.stats.sequential`) and stopped at
-    the first look that decides, as the series would."""
+    the first look that decides, as the series would. One attempt per case of one rate: the exact figures of the
+    design such a series decides by (`exact_sequential_outcome`), not a simulation."""
+    if pop.b is None and repeats == 1:
+        return exact_sequential_outcome(float(pop.weights @ pop.a), cases, level, line, upward)
     values, probs = _value_probabilities(pop, repeats)
     probs = np.clip(probs, 0.0, None)
     probs = probs / probs.sum()
@@ -226,12 +231,37 @@ def simulate_sequential(
     )
 
 
+def exact_sequential_outcome(rate: float, cases: int, level: float, line: float, upward: bool) -> SequentialOutcome:
+    """What one-attempt-per-case ``stop_early`` series of ``cases`` planned cases do when their attempts pass with
+    ``rate`` (any population of that mean), decided by the exact design at ``line``
+    (`aqven.research.stats.exact_sequential`): exact chances by dynamic programming. ``median_saving`` is the
+    smallest saving ``s`` with P(saving ≤ s) ≥ 1/2."""
+    lengths = look_lengths(cases, cases)
+    d = exact_sequential.design(cases, line, tuple(lengths), True, round((1 - level) / 2, 12))
+    above, below = exact_sequential.first_stops(lengths, d.upper, d.lower, min(max(rate, 0.0), 1.0))
+    stop = above + below
+    stop[-1] += max(0.0, 1.0 - float(stop.sum()))  # undecided at the last look: ran every case
+    ran = np.asarray(lengths, dtype=np.float64)
+    later = np.cumsum(stop[::-1])[::-1]  # P(saving ≤ 1 − ran_k / cases) = P(stops at look k or later)
+    median_look = int(np.flatnonzero(later >= 0.5 - 1e-12)[-1])
+    confirmed, refuted = (above, below) if upward else (below, above)
+    return SequentialOutcome(
+        cases,
+        float(confirmed.sum()),
+        float(refuted.sum()),
+        float(stop @ ran),
+        float(1 - ran[median_look] / cases),
+        float((above + below)[:-1].sum()),
+    )
+
+
 @functools.lru_cache(maxsize=256)
 def sequential_cases_to_decide(
     pop: Population, repeats: int, level: float, line: float, upward: bool, power: float = 0.8
 ) -> SequentialOutcome | None:
     """The fewest planned cases at which a share ``power`` of simulated ``stop_early`` series decide by their
-    last look (`simulate_sequential`); None when no number up to a million does."""
+    last look (`simulate_sequential`: with one attempt per case of one rate, the exact design's own chance);
+    None when no number up to a million does."""
     found = _smallest(
         lambda n: simulate_sequential(pop, n, repeats, level, line, upward).decided >= power,
         pop,

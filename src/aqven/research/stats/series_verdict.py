@@ -10,8 +10,24 @@ from aqven.research.stats.judge_correction import JudgeAccuracy, JudgeCorrection
 from aqven.research.stats.questions import QUESTION_KINDS
 from aqven.research.stats.sequential import SequenceView
 from aqven.research.stats.verdict import CaseCell, QuestionSpec, Scope, decide, invalid_reason_for
+from aqven.store.series import SeriesStore
 from aqven.store.series_records import DECIDED_EARLY, SeriesRow
-from aqven.store.series_tally import SeriesTally
+from aqven.store.series_tally import SeriesTally, read_tally
+
+
+def sequence_view(store: SeriesStore, s: SeriesRow, tally: SeriesTally | None = None) -> SequenceView:
+    """The finished prefix of the series' run order: cases whose every attempt is done, up to the first that
+    is not (an attempt that hit a rate limit and will run again is not done yet). From the series' tally (read
+    now unless given: a snapshot passes the one it read) and its case order, read once per series: no attempt
+    is read."""
+    tally = tally if tally is not None else read_tally(store.db, s.id)
+    open_cases = tally.pending | tally.rate_limited
+    prefix: list[str] = []
+    for name in store.case_order(s.id):
+        if name in open_cases:
+            break
+        prefix.append(name)
+    return SequenceView(tuple(prefix), len(s.plan.cases), s.plan.repeats)
 
 
 def case_cells(s: SeriesRow, tally: SeriesTally) -> dict[str, list[CaseCell]]:

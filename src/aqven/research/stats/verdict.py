@@ -50,6 +50,7 @@ from typing import Any, Final, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
+from aqven.research.stats.exact_sequential import exact_rate
 from aqven.research.stats.intervals import (
     Interval,
     NoData,
@@ -66,7 +67,15 @@ from aqven.research.stats.judge_correction import (
     corrected_bounds,
     limit_half_width,
 )
-from aqven.research.stats.questions import QUESTION_KINDS, Decision, Direction, QuestionKind, classify, kind_of
+from aqven.research.stats.questions import (
+    QUESTION_KINDS,
+    Decision,
+    Direction,
+    QuestionKind,
+    classify,
+    decision_line,
+    kind_of,
+)
 from aqven.research.stats.sequential import SequenceView, sequence_difference, sequence_rate
 
 __all__ = [
@@ -255,8 +264,9 @@ def decide(
     """The verdict of a series from its per-variant, per-case tallies (see the module docs).
 
     ``cells`` maps each variant id, in the experiment's order, to its cases. With ``sequence`` (a
-    stop_early series) the deciding intervals are the anytime-valid ones of `aqven.research.stats.sequential`
-    over the finished prefix of the series' case order, valid at every look: such a verdict is never
+    stop_early series) the deciding intervals are those of its design over the finished prefix of the series'
+    case order (`aqven.research.stats.sequential`; a rate with one attempt per case:
+    `aqven.research.stats.exact_sequential`), whose decision is valid at every look: such a verdict is never
     provisional. Raises `ValueError` for a
     question that cannot be decided on these variants (unknown variant, a threshold without bound, a
     paired question with one variant, ``scope.on`` different from ``on``) or an unknown ``invalid_reason``.
@@ -386,7 +396,9 @@ def _intervals(
 def _sequence_intervals(
     question: QuestionSpec, cells: Mapping[str, Sequence[CaseCell]], view: SequenceView
 ) -> list[Comparison]:
-    """The deciding intervals of a stop_early series: the confidence sequence along the case order."""
+    """The deciding intervals of a stop_early series along the case order: with one attempt per case, a rate's
+    from the exact group-sequential design at the question's line (`aqven.research.stats.exact_sequential`),
+    else the union-bound sequence (`aqven.research.stats.sequential`)."""
     merged = {v: _merge(c) for v, c in cells.items()}
 
     def along(variant: str) -> list[tuple[float, int]]:
@@ -396,7 +408,11 @@ def _sequence_intervals(
         target = question.variant or next(iter(cells))
         tallies = along(target)
         means = [y / r if r else 0.0 for y, r in tallies]
-        interval = sequence_rate(means, [r for _, r in tallies], view.planned_cases, 1 - ALPHA)
+        counted = [r for _, r in tallies]
+        if view.repeats == 1:
+            interval = exact_rate(means, counted, view.planned_cases, 1 - ALPHA, decision_line(question))
+        else:
+            interval = sequence_rate(means, counted, view.planned_cases, 1 - ALPHA)
         decision = classify(question, interval.low, interval.high)
         return [Comparison(target, None, interval, 1 - ALPHA, decision, (tallies,))]
     base = _baseline(question, cells)
