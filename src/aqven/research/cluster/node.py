@@ -1,0 +1,262 @@
+"""A worker of a shared store: `aqven worker --store postgresql://… [--project PATH] [--slots N] [--name NAME]`.
+
+It runs on any machine with the project's files. It registers in the store's `workers` table under a new DBOS
+executor id (`NAME-<random>`: a worker declared lost never comes back under its id), launches DBOS on the store's
+database listening to the attempts' queue, and runs each attempt DBOS hands it through the same `run_owned` as a
+server or a local worker process: it claims the attempt (or takes up its run where it stopped), runs it, scores it,
+writes its end, and announces the end on `queue.CHANNEL` for the server.
+
+It runs only what the series was planned on: before an attempt it compares the series' inputs hash with the hash
+of its own files; on a difference it records `WORKER_INPUTS_MISMATCH` on its row, logs it and exits without touching
+the attempt, which the server hands to another worker once this one's heartbeat has stopped (the same path as a
+crash: one workflow id throughout, so no attempt is ever run by two workers at once). It checks the series running
+when it starts, too, and refuses at once if their inputs are not its files.
+
+Its heartbeat (`WorkerStore.beat`, every BEAT_S on a connection of its own) must land: when its row says it was
+declared lost, or when no beat has landed for FENCE_S (cut off from PostgreSQL), it exits at once, before the server
+(LOST_AFTER_S, longer) hands its attempts to others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from aqven import heap
+from aqven.errors import CLUSTER_NEEDS_POSTGRES, CLUSTER_UNAVAILABLE, WORKER_INPUTS_MISMATCH, AqvenError
+from aqven.models import rate_limit
+from aqven.models.gate import CpuGate, held
+from aqven.research.cluster import queue
+from aqven.research.series.attempt import inputs_hash, run_owned
+from aqven.research.series.worker import Live
+from aqven.store.location import StoreLocation
+from aqven.store.open import open_database
+from aqven.store.runs import RunStore
+from aqven.store.series import SeriesStore
+from aqven.store.series_records import SeriesRow
+from aqven.store.workers import WorkerStore
+
+log = logging.getLogger("aqven.worker")
+
+BEAT_S = 1.0
+"""How often a worker's heartbeat lands."""
+FENCE_S = 6.0
+"""A worker none of whose beats landed for this long stops itself: the server may hand its attempts to others after
+LOST_AFTER_S (dispatch.py), and must find it gone by then."""
+
+EXIT_REFUSED, EXIT_LOST, EXIT_CUT_OFF = 3, 4, 5
+
+
+def _die(code: int, message: str) -> None:
+    log.error("%s", message)
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"aqven worker: {message}\n")
+        sys.stderr.flush()
+    os._exit(code)
+
+
+class Node:
+    """One `aqven worker` process."""
+
+    def __init__(self, root: Path, dsn: str, *, name: str | None = None, slots: int | None = None) -> None:
+        self.root = root
+        self.dsn = dsn
+        location = StoreLocation("postgresql", dsn=dsn)
+        db = open_database(location)
+        self.runs = RunStore(db)
+        self.store = SeriesStore(db)
+        self.workers = WorkerStore(db)
+        self.live = Live(root, self.runs)
+        self.gate: CpuGate | None = None if os.environ.get("AQVEN_CPU_GATE", "").lower() == "off" else CpuGate()
+        if self.gate is not None:
+            db.group.hold = self.gate.busy
+        self.host = socket.gethostname()
+        self.name = name or f"{self.host}-{os.getpid()}"
+        self.id = f"{self.name}-{secrets.token_hex(4)}"
+        self.slots = slots or self.live.workspace().project.config.concurrency
+        self.running: set[str] = set()
+        self.ran = 0
+        self._series: dict[str, SeriesRow] = {}
+        self._verified: dict[str, str] = {}  # series id → the inputs hash found equal to it (files unchanged)
+        self._last_beat = time.monotonic()
+        self._beats = WorkerStore(open_database(location))  # its own connection: a beat never waits for a write
+
+    # ---- life ----
+
+    def check_running_series(self) -> None:
+        """Refuse at once when a series running now was planned on other files than these."""
+        for sid in self.store.ids_with_status("running", "waiting_human"):
+            self._check_inputs(self._get_series(sid))
+
+    def _get_series(self, series_id: str) -> SeriesRow:
+        s = self._series.get(series_id)
+        if s is None:
+            if len(self._series) > 64:
+                self._series.clear()
+            s = self._series[series_id] = self.store.get(series_id)
+        return s
+
+    def _check_inputs(self, s: SeriesRow) -> None:
+        ws = self.live.workspace()
+        mine = inputs_hash(s, ws)
+        if mine == s.inputs_hash:
+            if self._verified.get(s.id) != mine:
+                self._verified[s.id] = mine
+                self.workers.verified(self.id, mine)
+            return
+        message = (
+            f"this worker's project files ({self.root}) are not the inputs series {s.id} was planned on"
+            f" (their hash {mine[:12]}…, the series' {s.inputs_hash[:12]}…): it runs none of its attempts and stops."
+            " Bring the files to the series' version (the same commit) and start it again."
+        )
+        with contextlib.suppress(Exception):
+            self.workers.refuse(self.id, WORKER_INPUTS_MISMATCH, message, mine)
+        _die(EXIT_REFUSED, f"{WORKER_INPUTS_MISMATCH}: {message}")
+
+    def beat_forever(self) -> None:
+        """The heartbeat thread: a beat every BEAT_S; the process ends when its row is not live any more."""
+        checked = 0.0
+        while True:
+            try:
+                if not self._beats.beat(self.id, running=len(self.running), ran=self.ran):
+                    row = self._beats.get(self.id)
+                    _die(EXIT_LOST, f"the server declared this worker {row.state if row else 'gone'}: it stops")
+                self._last_beat = time.monotonic()
+                if self._last_beat - checked > 5 * BEAT_S:  # the providers' limits, shared by the live workers
+                    checked = self._last_beat
+                    rate_limit.share(len(self._beats.live()))
+            except Exception as exc:
+                log.warning("heartbeat failed: %s", type(exc).__name__)
+            time.sleep(BEAT_S)
+
+    def fence_forever(self) -> None:
+        """The fence: no beat landed for FENCE_S (PostgreSQL unreachable, or this process stalled) → stop now."""
+        while True:
+            time.sleep(0.25)
+            if time.monotonic() - self._last_beat > FENCE_S:
+                _die(EXIT_CUT_OFF, f"no heartbeat reached the store for {FENCE_S:.0f} s: this worker stops")
+
+    # ---- one attempt ----
+
+    async def attempt(self, workflow_id: str, series_id: str, idx: int, run_id: str) -> str:
+        """Run one attempt handed out by DBOS; its state (queue.DONE, WAITING, SKIPPED, ERROR) is announced and
+        returned."""
+        self.running.add(workflow_id)
+        try:
+            state = await self._attempt(series_id, idx, run_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            state = f"{queue.ERROR} {type(exc).__name__}: {exc}"
+        finally:
+            self.running.discard(workflow_id)
+        self.ran += 1
+        with self.store.db.transaction() as cur:
+            self.store.db.announce(cur, queue.CHANNEL, f"{workflow_id} {state}")
+        return state.split(" ", 1)[0]
+
+    async def _attempt(self, series_id: str, idx: int, run_id: str) -> str:
+        s = self._get_series(series_id)
+        a = self.store.attempt(series_id, idx)
+        if a.status == "done":  # written already (by a worker lost after it wrote the end)
+            return queue.DONE if a.run_id == run_id else queue.SKIPPED
+        if a.status == "running" and a.run_id != run_id:
+            return queue.SKIPPED
+        self._check_inputs(s)
+        async with held(self.gate):
+            out = await run_owned(self.live.workspace, self.live.engine, self.runs, self.store, s, a, run_id, self.id)
+        if out is None:
+            return queue.SKIPPED
+        return queue.WAITING if out.waiting else queue.DONE
+
+
+def _dbos_config(node: Node) -> Any:
+    return {
+        "name": queue.APP,
+        "system_database_url": queue.sa_url(node.dsn),
+        "executor_id": node.id,
+        "application_version": queue.VERSION,
+        "log_level": "WARNING",
+        "sys_db_pool_size": 4,
+        "scheduler_polling_interval_sec": 3600.0,
+        "run_migrations": False,  # the server migrates DBOS's tables (dispatch.py), and so does `aqven worker` first
+    }
+
+
+def _own_slots(dbos: Any, slots: int) -> None:
+    """DBOS keeps one queue's settings in its database, per-worker limit included; this worker's own `slots` is
+    applied to each reload of the attempts' queue (the one place AQVEN reaches into DBOS's insides: the queue
+    thread's per-poll read of its row, `SystemDatabase.get_queue`)."""
+    sys_db = dbos._sys_db
+    read = sys_db.get_queue
+
+    def get_queue(name: str) -> Any:
+        q = read(name)
+        if q is not None and name == queue.QUEUE:
+            q._worker_concurrency = slots
+        return q
+
+    sys_db.get_queue = get_queue
+
+
+async def serve(node: Node) -> None:
+    try:
+        from dbos import DBOS
+    except ImportError:
+        raise AqvenError(
+            "aqven worker needs DBOS, which is not installed",
+            code=CLUSTER_UNAVAILABLE,
+            hint="pip install 'aqven[cluster]'",
+        ) from None
+    node.check_running_series()
+    await asyncio.to_thread(queue.migrate, node.dsn)
+    node.workers.register(node.id, node.name, node.host, os.getpid(), node.slots)
+    node._last_beat = time.monotonic()
+    threading.Thread(target=node.beat_forever, name="aqven-beat", daemon=True).start()
+    threading.Thread(target=node.fence_forever, name="aqven-fence", daemon=True).start()
+    DBOS(config=_dbos_config(node))
+
+    @DBOS.workflow(name=queue.WORKFLOW)
+    async def aqven_attempt(series_id: str, idx: int, run_id: str) -> str:
+        return await node.attempt(DBOS.workflow_id or "", series_id, idx, run_id)
+
+    DBOS.listen_queues([queue.QUEUE])
+    node.live.engine()  # the project loaded before the first attempt comes
+    heap.settle()
+    DBOS.launch()  # from this loop's thread: the workflows (async) run on this loop
+    from dbos._dbos import _get_dbos_instance
+
+    _own_slots(_get_dbos_instance(), node.slots)
+    log.warning("worker %s on %s: %d slots, project %s, store %s", node.id, node.host, node.slots, node.root, node.dsn)
+    print(f"aqven worker {node.id} ready: {node.slots} slots on {node.host}", file=sys.stderr, flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        with contextlib.suppress(Exception):
+            node.workers.stop(node.id)
+
+
+def main(root: Path, dsn: str, *, name: str | None = None, slots: int | None = None) -> None:
+    """`aqven worker`: run until interrupted (Ctrl-C: the attempts it holds are handed to others by the server)."""
+    if not dsn.startswith(("postgresql://", "postgres://")):
+        raise AqvenError(
+            "aqven worker needs the project's shared PostgreSQL store (--store postgresql://USER@HOST:PORT/DB)",
+            code=CLUSTER_NEEDS_POSTGRES,
+            hint="docs/how-to/run-on-several-machines.md",
+        )
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker: %(levelname)s %(name)s %(message)s")
+    node = Node(root, dsn, name=name, slots=slots)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(node))
+    with contextlib.suppress(Exception):
+        node.workers.stop(node.id)
+    os._exit(0)  # DBOS's threads are not waited for: what this worker held is handed to others

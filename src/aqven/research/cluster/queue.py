@@ -1,0 +1,61 @@
+"""What the server and its workers share: the DBOS queue and workflow, the workflow id of an attempt, and how an
+attempt's end is announced.
+
+An attempt is one DBOS workflow with no step (`WORKFLOW`, args: series id, attempt index, run id): the durable
+record of what it did is the store's (its run, trace and row, written by `run_owned` as in one process); DBOS holds
+who has it, and hands it to another worker when its executor is declared lost. Its workflow id is the attempt's
+(`workflow_id`): enqueueing it again is a no-op (DBOS returns the existing workflow). A worker announces each end on
+`CHANNEL` (`<workflow id> <state>`), which the server LISTENs to; the workflow's output is the same state, which the
+server reads when a notification may have been missed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import aqven
+
+APP = "aqven"
+QUEUE = "aqven_attempts"
+WORKFLOW = "aqven_attempt"
+CHANNEL = "aqven_attempt_end"
+VERSION = f"aqven-{aqven.__version__}"
+"""DBOS's application version: every worker of one AQVEN release runs the others' workflows (recovery is by it)."""
+
+# The states an attempt's workflow ends in (its output, and the word after its id on CHANNEL).
+DONE, WAITING, SKIPPED, REFUSED, ERROR = "done", "waiting", "skipped", "refused", "error"
+
+CLUSTER_ENV = "AQVEN_CLUSTER"
+"""1: the server hands attempts to `aqven worker`s (set by `aqven serve --cluster`)."""
+
+BUSY_POLL_S = float(os.environ.get("AQVEN_CLUSTER_POLL_S", "0.05"))
+"""How often a worker looks at the queue while attempts are handed out (the server sets it: `dispatch`)."""
+IDLE_POLL_S = 1.0
+"""... and while none is: what an idle worker costs is mostly these polls (bench/cluster.py)."""
+
+
+def cluster_wanted() -> bool:
+    return os.environ.get(CLUSTER_ENV, "") not in ("", "0")
+
+
+def workflow_id(series_id: str, idx: int, run_id: str, attempt: int = 0) -> str:
+    """The attempt's workflow id: one per attempt and run (a rate-limited attempt run again at the end has a new run,
+    so a new workflow); `attempt` > 0 for a hand-out again after a refusal or a workflow that ended without writing
+    the attempt's end."""
+    base = f"{series_id}:{idx}:{run_id}"
+    return base if attempt == 0 else f"{base}+{attempt}"
+
+
+def sa_url(dsn: str) -> str:
+    """The store's DSN as SQLAlchemy (DBOS) wants it: on psycopg 3, which the store uses too."""
+    for prefix in ("postgresql://", "postgres://"):
+        if dsn.startswith(prefix):
+            return "postgresql+psycopg://" + dsn[len(prefix) :]
+    return dsn
+
+
+def migrate(dsn: str) -> None:
+    """Create or bring up to date DBOS's own tables (schema `dbos`) in the store's database (idempotent)."""
+    from dbos import DBOS
+
+    DBOS.migrate(sa_url(dsn))
