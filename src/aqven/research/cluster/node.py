@@ -217,12 +217,12 @@ async def serve(node: Node) -> None:
             code=CLUSTER_UNAVAILABLE,
             hint="pip install 'aqven[cluster]'",
         ) from None
-    node.check_running_series()
-    await asyncio.to_thread(queue.migrate, node.dsn)
     node.workers.register(node.id, node.name, node.host, os.getpid(), node.slots)
     node._last_beat = time.monotonic()
     threading.Thread(target=node.beat_forever, name="aqven-beat", daemon=True).start()
     threading.Thread(target=node.fence_forever, name="aqven-fence", daemon=True).start()
+    node.check_running_series()  # a refusal is on its row, for `aqven workers` and Studio
+    await asyncio.to_thread(queue.migrate, node.dsn)
     DBOS(config=_dbos_config(node))
 
     @DBOS.workflow(name=queue.WORKFLOW)
