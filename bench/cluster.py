@@ -1,5 +1,16 @@
 """Attempts on several processes through DBOS queues over PostgreSQL: what the mechanism costs (issue 31).
 
+    python bench/cluster.py series [--attempts 2000] [--concurrency 8] [--latency 0] [--modes sqlite,pg,pg+1,pg+2,pg+3]
+                                   [--postgres DSN]
+
+`series` runs one real series of the tiny project of bench/perf_common.py (one llm node on a simulator that answers
+after `latency` s, one built-in check) per mode, each in a fresh process: `sqlite` and `pg`, the server's own
+process running every attempt (the project's SQLite file; a fresh database of the PostgreSQL server); `pg+N`, the
+server in cluster mode (AQVEN_CLUSTER=1, as `aqven serve --cluster`) and N `aqven worker` processes of the same
+project on this machine. Printed per mode: attempts/s, wall time against the ideal (attempts × latency / concurrency),
+the CPU per attempt of the server, the workers and PostgreSQL (all its processes), and with workers, the CPU the
+idle workers and PostgreSQL took per second during 5 s before the series.
+
     python bench/cluster.py spike [--attempts 2000] [--concurrency 8] [--workers 2] [--poll 0.05] [--latency 0]
                                   [--idle 10] [--postgres DSN]
 
@@ -29,6 +40,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from stores import PgServer, cpu_with_children_s, postgres_server
+
+BENCH = Path(__file__).resolve().parent
 
 QUEUE = "aqven_spike"
 CHANNEL = "aqven_spike_done"
@@ -84,7 +97,167 @@ def worker_main(dsn: str, name: str, concurrency: int, poll: float, latency: flo
     asyncio.run(main())
 
 
-# ---- the bench ----
+# ---- a real series per mode ----
+
+
+def one_series(args: argparse.Namespace) -> dict[str, Any]:
+    """One mode in this (fresh) process: a series of the tiny project, timed; a JSON-able result."""
+    import json
+    import tempfile
+
+    os.environ["AQVEN_SIM_LATENCY_SCALE"] = "1" if args.latency else "0"
+    import perf_common as pc
+
+    from aqven.research.series.start import SeriesStartBody
+    from aqven.server.service import ProjectService
+
+    mode: str = args.one
+    workers = int(mode.split("+")[1]) if "+" in mode else 0
+    tmp = Path(tempfile.mkdtemp(prefix="aqven-cluster-bench-"))
+    root = pc.write_tiny_project(
+        tmp / "p", cases=pc.split_attempts(args.attempts)[0], latency_s=args.latency, concurrency=args.concurrency
+    )
+    os.environ.pop("AQVEN_STORE", None)
+    os.environ.pop("AQVEN_CLUSTER", None)
+    if mode.startswith("pg"):
+        os.environ["AQVEN_STORE"] = args.dsn
+    if workers:
+        os.environ["AQVEN_CLUSTER"] = "1"
+    procs: list[subprocess.Popen[bytes]] = []
+    server = PgServer(dsn=args.server_dsn, postmaster=args.postmaster or None) if args.server_dsn else None
+    out: dict[str, Any] = {"mode": mode, "attempts": args.attempts}
+
+    async def run() -> None:
+        svc = ProjectService(root)
+        await asyncio.to_thread(svc.warm)
+        if workers:
+            import psycopg
+
+            for i in range(workers):
+                log = open(tmp / f"worker-{i}.log", "ab")  # noqa: SIM115 - the process holds it
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "aqven", "worker", "--project", str(root), "--name", f"w{i}"],
+                        stdout=log,
+                        stderr=log,
+                        env=dict(os.environ),
+                    )
+                )
+            svc.series.runner._pool()  # the queue registered, the LISTEN on: as a server does at its start
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                with psycopg.connect(args.dsn, autocommit=True) as conn:
+                    row = conn.execute("SELECT COUNT(*) FROM workers WHERE state='live'").fetchone()
+                if row and row[0] == workers:
+                    break
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(3.0)  # their project loaded, DBOS launched, the queue idle
+            w0 = sum(cpu_with_children_s(p.pid) for p in procs)
+            pg0 = server.cpu_s() if server else None
+            await asyncio.sleep(5.0)
+            out["idle_workers_core"] = (sum(cpu_with_children_s(p.pid) for p in procs) - w0) / 5.0
+            pg1 = server.cpu_s() if server else None
+            out["idle_pg_core"] = None if pg0 is None or pg1 is None else (pg1 - pg0) / 5.0
+        cases, repeats = pc.split_attempts(args.attempts)
+        s0, w0 = _self_cpu_s(), sum(cpu_with_children_s(p.pid) for p in procs)
+        pg0 = server.cpu_s() if server else None
+        started = time.perf_counter()
+        begun = await svc.series.start(
+            SeriesStartBody(
+                experiment_id=pc.EXPERIMENT, on="dev", cases=cases, repeats=repeats, simulate=True, client_op_id=None
+            )
+        )
+        sid = begun["series"]["series_id"]
+        state = await svc.series.get(sid, wait_seconds=50)
+        while state["status"] not in ("done", "failed", "cancelled", "awaiting_approval"):
+            state = await svc.series.get(sid, wait_seconds=50)
+        wall = time.perf_counter() - started
+        s1, w1 = _self_cpu_s(), sum(cpu_with_children_s(p.pid) for p in procs)
+        pg1 = server.cpu_s() if server else None
+        n = args.attempts
+        out.update(
+            status=state["status"],
+            wall_s=wall,
+            per_s=n / wall,
+            server_cpu_ms=1000 * (s1 - s0) / n,
+            workers_cpu_ms=1000 * (w1 - w0) / n if procs else None,
+            pg_cpu_ms=None if pg0 is None or pg1 is None else 1000 * (pg1 - pg0) / n,
+        )
+        if args.latency:
+            ideal = n * args.latency / args.concurrency
+            out["ideal_s"] = ideal
+            out["ratio"] = wall / ideal
+        await svc.shutdown()
+
+    try:
+        asyncio.run(run())
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def series_table(server: PgServer | None, args: argparse.Namespace) -> None:
+    import json
+
+    rows: list[dict[str, Any]] = []
+    for mode in args.modes.split(","):
+        dsn = ""
+        if mode.startswith("pg"):
+            assert server is not None
+            dsn = server.fresh("aqven_cluster")
+        cmd = [
+            sys.executable,
+            __file__,
+            "one",
+            "--one",
+            mode,
+            "--attempts",
+            str(args.attempts),
+            "--concurrency",
+            str(args.concurrency),
+            "--latency",
+            str(args.latency),
+            "--dsn",
+            dsn,
+            "--server-dsn",
+            server.dsn if server else "",
+            "--postmaster",
+            str(server.postmaster or 0) if server else "0",
+        ]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+            line = [x for x in done.stdout.splitlines() if x.startswith("{")]
+            if not line:
+                print(f"{mode}: failed\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+                continue
+            rows.append(json.loads(line[-1]))
+            print(line[-1], flush=True)
+        finally:
+            if dsn and server is not None:
+                time.sleep(0.5)
+                server.drop(dsn)
+
+    def cell(v: Any, fmt: str) -> str:
+        return "–" if v is None else f"{v:{fmt}}"
+
+    print(f"\n{args.attempts} attempts, concurrency {args.concurrency}, latency {args.latency} s")
+    head = f"{'mode':<8} {'status':<7} {'att/s':>8} {'wall s':>8} {'ratio':>6} {'server':>7} {'workers':>8}"
+    head += f" {'pg':>6} {'total':>7}"
+    print(head + f" {'idle w':>7} {'idle pg':>7}   (CPU ms per attempt; idle: cores)")
+    for r in rows:
+        total = sum(v for v in (r.get("server_cpu_ms"), r.get("workers_cpu_ms"), r.get("pg_cpu_ms")) if v)
+        print(
+            f"{r['mode']:<8} {r['status']:<7} {r['per_s']:>8.1f} {r['wall_s']:>8.1f} {cell(r.get('ratio'), '6.3f')}"
+            f" {cell(r.get('server_cpu_ms'), '7.2f')} {cell(r.get('workers_cpu_ms'), '8.2f')}"
+            f" {cell(r.get('pg_cpu_ms'), '6.2f')} {total:>7.2f} {cell(r.get('idle_workers_core'), '7.3f')}"
+            f" {cell(r.get('idle_pg_core'), '7.3f')}"
+        )
+
+
+# ---- the DBOS spike ----
 
 
 def _dbos_schema(dsn: str) -> None:
@@ -205,7 +378,12 @@ def main() -> None:
         worker_main(dsn, name, int(concurrency), float(poll), float(latency))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["spike"])
+    parser.add_argument("mode", choices=["spike", "series", "one"])
+    parser.add_argument("--modes", default="sqlite,pg,pg+1,pg+2,pg+3", help="series: the modes, in order")
+    parser.add_argument("--one", default="pg", help=argparse.SUPPRESS)
+    parser.add_argument("--dsn", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--server-dsn", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--postmaster", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--attempts", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
@@ -214,7 +392,13 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle workers measured")
     parser.add_argument("--postgres", default=None, help="a server to use instead of a private durable cluster")
     args = parser.parse_args()
-    os.environ.setdefault("DBOS__VMID", "bench")
+    if args.mode == "one":
+        one_series(args)
+        return
+    if args.mode == "series":
+        with postgres_server(args.postgres) as server:
+            series_table(server, args)
+        return
     with postgres_server(args.postgres) as server:
         out = spike(server, args)
     print(

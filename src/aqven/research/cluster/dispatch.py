@@ -6,8 +6,9 @@ when it was not queued any more. The runner stays the one place that decides wha
 enqueued on the DBOS queue once, under its workflow id (enqueueing again is a no-op), and its end is heard on the
 store's LISTEN channel (or read from the workflow's output when a notification was missed: `_sweep`).
 
-The queue's global concurrency is the project's `concurrency`; its polling interval is short while attempts are
-out and long when none is (what an idle worker costs is its polls: bench/cluster.py).
+The runner holds the project's `concurrency` (DBOS's own global limit is off: queue.DBOS_LIMIT). The workers poll
+the queue often only while woken (queue.WAKE, sent at most once a second while attempts are handed out), and once a
+second otherwise: what an idle worker costs is its polls (bench/cluster.py).
 
 A worker whose heartbeat counter has not moved for LOST_AFTER_S (on this server's clock) is declared lost, and the
 workflows DBOS still holds as PENDING on its executor are put back on the queue (`DBOSClient.resume_workflow`), where
@@ -40,8 +41,8 @@ WATCH_S = 1.0
 """How often the server looks at the workers' heartbeats."""
 SWEEP_S = 5.0
 """How often attempts out for that long are looked up in DBOS (an end whose notification was missed)."""
-IDLE_AFTER_S = 5.0
-"""With no attempt out for this long, the workers poll the queue slowly."""
+WAKE_EVERY_S = 1.0
+"""While attempts are handed out, the workers are woken (queue.WAKE) at most this often."""
 _TERMINAL = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
 
@@ -71,15 +72,17 @@ class ClusterPool:
         queue.migrate(dsn)
         self.client = DBOSClient(system_database_url=queue.sa_url(dsn), application_name=queue.APP)
         self._width = concurrency()
-        self._poll = queue.IDLE_POLL_S
         self.client.register_queue(
-            queue.QUEUE, global_concurrency=self._width, polling_interval_sec=self._poll, on_conflict="always_update"
+            queue.QUEUE,
+            global_concurrency=self._width if queue.DBOS_LIMIT else None,
+            polling_interval_sec=queue.POLL_S,
+            on_conflict="always_update",
         )
         self._waiting: dict[str, Future[str]] = {}
         self._sent: dict[str, float] = {}  # workflow id → when it was handed out (monotonic)
         self._seen: dict[str, tuple[int, float]] = {}  # worker id → (heartbeat counter, when it last moved)
         self._recovered: set[str] = set()  # executors whose workflows were put back on the queue
-        self._idle_since: float | None = time.monotonic()
+        self._woken = 0.0  # when the workers were last woken (monotonic)
         self._closed = False
         self._stop_listening = store.db.listen(queue.CHANNEL, self._heard)
         self._watch = self._loop.create_task(self._watch_forever())
@@ -93,7 +96,7 @@ class ClusterPool:
             future: Future[str] = self._loop.create_future()
             self._waiting[wf] = future
             self._sent[wf] = time.monotonic()
-            self._busy()
+            self._wake()
             try:
                 await asyncio.to_thread(self._enqueue, wf, s.id, attempt.idx, run_id)
                 if attempt.status != "queued" or n:  # handed out before (a restarted server, a person's answer)
@@ -108,8 +111,6 @@ class ClusterPool:
             finally:
                 self._waiting.pop(wf, None)
                 self._sent.pop(wf, None)
-                if not self._waiting:
-                    self._idle_since = time.monotonic()
             return self._answer(s, attempt, run_id, state)
 
     def _answer(self, s: SeriesRow, attempt: AttemptRow, run_id: str, state: str) -> AttemptResult | None:
@@ -148,8 +149,6 @@ class ClusterPool:
         with contextlib.suppress(Exception):
             self._stop_listening()
         with contextlib.suppress(Exception):
-            self._set_poll(queue.IDLE_POLL_S)
-        with contextlib.suppress(Exception):
             self.client.destroy()
 
     # ---- DBOS ----
@@ -174,22 +173,17 @@ class ClusterPool:
         out = found[0].output
         return found[0].status, out if isinstance(out, str) else None
 
-    def _set_poll(self, seconds: float) -> None:
-        if seconds != self._poll:
-            self._poll = seconds
-            q = self.client.retrieve_queue(queue.QUEUE)
-            if q is not None:
-                q.set_polling_interval_sec(seconds)
+    def _wake(self) -> None:
+        """Wake the workers (they poll the queue at its interval for a while after: node.HOT_S), at most once every
+        WAKE_EVERY_S while attempts are handed out."""
+        now = time.monotonic()
+        if now - self._woken > WAKE_EVERY_S:
+            self._woken = now
+            self._loop.run_in_executor(None, self._announce_wake)
 
-    def _busy(self) -> None:
-        self._idle_since = None
-        if self._poll != queue.BUSY_POLL_S:
-            self._poll = queue.BUSY_POLL_S
-            self._loop.run_in_executor(None, self._set_poll_busy)
-
-    def _set_poll_busy(self) -> None:
-        self._poll = queue.IDLE_POLL_S  # so that _set_poll writes it
-        self._set_poll(queue.BUSY_POLL_S)
+    def _announce_wake(self) -> None:
+        with contextlib.suppress(Exception), self.store.db.transaction() as cur:
+            self.store.db.announce(cur, queue.WAKE, "")
 
     # ---- what the workers say ----
 
@@ -214,10 +208,8 @@ class ClusterPool:
                 if now - swept > SWEEP_S:
                     swept = now
                     await self._sweep(now)
-                if self._idle_since is not None and now - self._idle_since > IDLE_AFTER_S:
-                    await asyncio.to_thread(self._set_poll, queue.IDLE_POLL_S)
                 width = self._concurrency()
-                if width != self._width:
+                if width != self._width and queue.DBOS_LIMIT:
                     self._width = width
                     q = await asyncio.to_thread(self.client.retrieve_queue, queue.QUEUE)
                     if q is not None:

@@ -54,6 +54,11 @@ FENCE_S = 6.0
 LOST_AFTER_S (dispatch.py), and must find it gone by then."""
 
 EXIT_REFUSED, EXIT_LOST, EXIT_CUT_OFF = 3, 4, 5
+HOT_S = 3.0
+"""A worker polls the queue at its interval while attempts run here and for this long after the last one, or after
+the server last woke it (queue.WAKE); otherwise once every queue.IDLE_POLL_S."""
+QUEUE_ROW_S = 5.0
+"""How often a worker reads the queue's settings again."""
 
 
 def _die(code: int, message: str) -> None:
@@ -88,6 +93,7 @@ class Node:
         self._series: dict[str, SeriesRow] = {}
         self._verified: dict[str, str] = {}  # series id → the inputs hash found equal to it (files unchanged)
         self._last_beat = time.monotonic()
+        self._hot_until = 0.0
         self._beats = WorkerStore(open_database(location))  # its own connection: a beat never waits for a write
 
     # ---- life ----
@@ -145,6 +151,12 @@ class Node:
             if time.monotonic() - self._last_beat > FENCE_S:
                 _die(EXIT_CUT_OFF, f"no heartbeat reached the store for {FENCE_S:.0f} s: this worker stops")
 
+    def hot(self, now: float) -> bool:
+        return bool(self.running) or now < self._hot_until
+
+    def woken(self, _payload: str) -> None:
+        self._hot_until = time.monotonic() + HOT_S
+
     # ---- one attempt ----
 
     async def attempt(self, workflow_id: str, series_id: str, idx: int, run_id: str) -> str:
@@ -159,6 +171,7 @@ class Node:
             state = f"{queue.ERROR} {type(exc).__name__}: {exc}"
         finally:
             self.running.discard(workflow_id)
+            self._hot_until = time.monotonic() + HOT_S
         self.ran += 1
         with self.store.db.transaction() as cur:
             self.store.db.announce(cur, queue.CHANNEL, f"{workflow_id} {state}")
@@ -192,20 +205,44 @@ def _dbos_config(node: Node) -> Any:
     }
 
 
-def _own_slots(dbos: Any, slots: int) -> None:
-    """DBOS keeps one queue's settings in its database, per-worker limit included; this worker's own `slots` is
-    applied to each reload of the attempts' queue (the one place AQVEN reaches into DBOS's insides: the queue
-    thread's per-poll read of its row, `SystemDatabase.get_queue`)."""
+def _tune_queue_thread(dbos: Any, node: Node) -> None:
+    """Where AQVEN reaches into DBOS's insides (two methods of its system database that DBOS's queue thread calls at
+    each poll; DBOS is pinned to 3.4.x, and tests/research/cluster runs through both):
+
+    * `get_queue`, the queue's row read again at every poll: read once every QUEUE_ROW_S instead, with this worker's
+      own `slots` as its per-worker limit (DBOS keeps one per queue, for every worker);
+    * `dequeue_scopes`, where a poll begins: a worker that is not hot (no attempt running or woken in the last HOT_S)
+      skips its poll but once every IDLE_POLL_S, so an idle worker costs a wake-up of a thread, not a transaction,
+      20 times a second.
+    """
     sys_db = dbos._sys_db
     read = sys_db.get_queue
+    scopes = sys_db.dequeue_scopes
+    kept: list[Any] = [None, 0.0]
+    last = [0.0]
 
-    def get_queue(name: str) -> Any:
-        q = read(name)
-        if q is not None and name == queue.QUEUE:
-            q._worker_concurrency = slots
-        return q
+    def get_queue(name: str, **kw: Any) -> Any:
+        if name != queue.QUEUE or kw:
+            return read(name, **kw)
+        now = time.monotonic()
+        if kept[0] is None or now - kept[1] > QUEUE_ROW_S:
+            q = read(name)
+            if q is None:
+                return None
+            q._worker_concurrency = node.slots
+            kept[0], kept[1] = q, now
+        return kept[0]
+
+    def dequeue_scopes(name: str) -> Any:
+        if name == queue.QUEUE:
+            now = time.monotonic()
+            if not node.hot(now) and now - last[0] < queue.IDLE_POLL_S:
+                return []
+            last[0] = now
+        return scopes(name)
 
     sys_db.get_queue = get_queue
+    sys_db.dequeue_scopes = dequeue_scopes
 
 
 async def serve(node: Node) -> None:
@@ -235,7 +272,8 @@ async def serve(node: Node) -> None:
     DBOS.launch()  # from this loop's thread: the workflows (async) run on this loop
     from dbos._dbos import _get_dbos_instance
 
-    _own_slots(_get_dbos_instance(), node.slots)
+    _tune_queue_thread(_get_dbos_instance(), node)
+    node.store.db.listen(queue.WAKE, node.woken)
     log.warning("worker %s on %s: %d slots, project %s, store %s", node.id, node.host, node.slots, node.root, node.dsn)
     print(f"aqven worker {node.id} ready: {node.slots} slots on {node.host}", file=sys.stderr, flush=True)
     try:

@@ -28,10 +28,21 @@ DONE, WAITING, SKIPPED, REFUSED, ERROR = "done", "waiting", "skipped", "refused"
 CLUSTER_ENV = "AQVEN_CLUSTER"
 """1: the server hands attempts to `aqven worker`s (set by `aqven serve --cluster`)."""
 
-BUSY_POLL_S = float(os.environ.get("AQVEN_CLUSTER_POLL_S", "0.05"))
-"""How often a worker looks at the queue while attempts are handed out (the server sets it: `dispatch`)."""
+WAKE = "aqven_attempts_queued"
+"""The channel the server wakes its workers on while it hands out attempts (node.py: they poll often for a while)."""
+
+POLL_S = float(os.environ.get("AQVEN_CLUSTER_POLL_S", "0.05"))
+"""The queue's polling interval in DBOS: how often a woken worker looks at the queue."""
 IDLE_POLL_S = 1.0
-"""... and while none is: what an idle worker costs is mostly these polls (bench/cluster.py)."""
+"""How often a worker that was not woken lately looks all the same (a wake-up it missed costs at most this)."""
+
+
+DBOS_LIMIT = os.environ.get("AQVEN_CLUSTER_DBOS_LIMIT", "") not in ("", "0")
+"""Give the queue DBOS's own global concurrency (= the project's `concurrency`) on top of the runner's. Off by
+default: the runner never has more than `concurrency` attempts out, and DBOS's limit made every hand-out wait a poll
+or more (a finished attempt counts until DBOS records its end, after the server heard it; and a shared budget makes
+each dequeue a REPEATABLE READ transaction whose conflicts between workers double their polling interval). Figures:
+docs/architecture.md ("Attempts on several machines")."""
 
 
 def cluster_wanted() -> bool:
