@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -159,6 +160,30 @@ def one_series(args: argparse.Namespace) -> dict[str, Any]:
             pg1 = server.cpu_s() if server else None
             out["idle_pg_core"] = None if pg0 is None or pg1 is None else (pg1 - pg0) / 5.0
         cases, repeats = pc.split_attempts(args.attempts)
+        spies = (
+            [
+                subprocess.Popen(
+                    [
+                        str(Path(sys.executable).parent / "py-spy"),
+                        "record",
+                        "-p",
+                        str(p.pid),
+                        "-r",
+                        "250",
+                        "--nonblocking",
+                        "-f",
+                        "raw",
+                        "-o",
+                        f"{os.environ['AQVEN_BENCH_PYSPY']}.{mode}.{i}.txt",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                for i, p in enumerate(procs)
+            ]
+            if os.environ.get("AQVEN_BENCH_PYSPY")
+            else []
+        )
         s0, w0 = _self_cpu_s(), sum(cpu_with_children_s(p.pid) for p in procs)
         pg0 = server.cpu_s() if server else None
         started = time.perf_counter()
@@ -174,6 +199,9 @@ def one_series(args: argparse.Namespace) -> dict[str, Any]:
         wall = time.perf_counter() - started
         s1, w1 = _self_cpu_s(), sum(cpu_with_children_s(p.pid) for p in procs)
         pg1 = server.cpu_s() if server else None
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(30)
         n = args.attempts
         out.update(
             status=state["status"],

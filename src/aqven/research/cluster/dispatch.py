@@ -120,6 +120,11 @@ class ClusterPool:
         if word == queue.WAITING:
             return AttemptResult(waiting=True)
         if word == queue.DONE:
+            told = queue.read_ended(state.split(" ", 1)[1]) if " " in state else None
+            if told is not None:  # announced with its end, in the transaction that wrote it
+                return AttemptResult(
+                    outcome=told["outcome"], cost=told["cost"], tokens=told["tokens"], unpriced=bool(told["unpriced"])
+                )
             row = self.store.attempt(s.id, attempt.idx)
             if row.status == "done" and row.run_id == run_id:
                 return result_of_row(row)

@@ -36,7 +36,7 @@ from aqven.errors import CLUSTER_NEEDS_POSTGRES, CLUSTER_UNAVAILABLE, WORKER_INP
 from aqven.models import rate_limit
 from aqven.models.gate import CpuGate, held
 from aqven.research.cluster import queue
-from aqven.research.series.attempt import inputs_hash, run_owned
+from aqven.research.series.attempt import AttemptResult, inputs_hash, run_owned
 from aqven.research.series.worker import Live
 from aqven.store.location import StoreLocation
 from aqven.store.open import open_database
@@ -161,10 +161,12 @@ class Node:
 
     async def attempt(self, workflow_id: str, series_id: str, idx: int, run_id: str) -> str:
         """Run one attempt handed out by DBOS; its state (queue.DONE, WAITING, SKIPPED, ERROR) is announced and
-        returned."""
+        returned. A finished attempt's end is announced in the transaction that writes it, with what the server's
+        runner counts (queue.ended_payload), so the server reads nothing per attempt."""
         self.running.add(workflow_id)
+        announced: list[bool] = []
         try:
-            state = await self._attempt(series_id, idx, run_id)
+            state = await self._attempt(workflow_id, series_id, idx, run_id, announced)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -173,11 +175,12 @@ class Node:
             self.running.discard(workflow_id)
             self._hot_until = time.monotonic() + HOT_S
         self.ran += 1
-        with self.store.db.transaction() as cur:
-            self.store.db.announce(cur, queue.CHANNEL, f"{workflow_id} {state}")
+        if not announced:
+            with self.store.db.transaction() as cur:
+                self.store.db.announce(cur, queue.CHANNEL, f"{workflow_id} {state}")
         return state.split(" ", 1)[0]
 
-    async def _attempt(self, series_id: str, idx: int, run_id: str) -> str:
+    async def _attempt(self, wf: str, series_id: str, idx: int, run_id: str, announced: list[bool]) -> str:
         s = self._get_series(series_id)
         a = self.store.attempt(series_id, idx)
         if a.status == "done":  # written already (by a worker lost after it wrote the end)
@@ -185,8 +188,16 @@ class Node:
         if a.status == "running" and a.run_id != run_id:
             return queue.SKIPPED
         self._check_inputs(s)
+        db = self.store.db
+
+        def ended(out: AttemptResult) -> None:
+            with db.transaction() as cur:
+                db.announce(cur, queue.CHANNEL, f"{wf} {queue.DONE} {queue.ended_payload(out)}")
+            announced.append(True)
+
         async with held(self.gate):
-            out = await run_owned(self.live.workspace, self.live.engine, self.runs, self.store, s, a, run_id, self.id)
+            live = self.live
+            out = await run_owned(live.workspace, live.engine, self.runs, self.store, s, a, run_id, self.id, ended)
         if out is None:
             return queue.SKIPPED
         return queue.WAITING if out.waiting else queue.DONE
@@ -201,6 +212,7 @@ def _dbos_config(node: Node) -> Any:
         "log_level": "WARNING",
         "sys_db_pool_size": 4,
         "scheduler_polling_interval_sec": 3600.0,
+        "notification_coalesce_sec": 1.0,  # DBOS's events and streams are not used: its notifier thread sleeps
         "run_migrations": False,  # the server migrates DBOS's tables (dispatch.py), and so does `aqven worker` first
     }
 

@@ -11,7 +11,10 @@ server reads when a notification may have been missed.
 
 from __future__ import annotations
 
+import json
 import os
+from decimal import Decimal
+from typing import Any
 
 import aqven
 
@@ -70,3 +73,21 @@ def migrate(dsn: str) -> None:
     from dbos import DBOS
 
     DBOS.migrate(sa_url(dsn))
+
+
+def ended_payload(out: Any) -> str:
+    """What the server's runner counts of a finished attempt (research/series/attempt.AttemptResult), after its state
+    on CHANNEL: its outcome, cost and tokens (a notification carries up to 8,000 bytes; this is under 200)."""
+    return json.dumps(
+        {"outcome": out.outcome, "cost": str(out.cost), "tokens": out.tokens, "unpriced": out.unpriced},
+        separators=(",", ":"),
+    )
+
+
+def read_ended(text: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(text)
+        data["cost"] = Decimal(data["cost"])
+    except (ValueError, KeyError, TypeError, ArithmeticError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -103,11 +103,13 @@ async def run_owned(
     a: AttemptRow,
     run_id: str,
     worker: str | None = None,
+    ended: Callable[[AttemptResult], None] | None = None,
 ) -> AttemptResult | None:
     """Claim a queued attempt (or take up one already claimed with `run_id`), run it and write its end: None when it
     was not queued any more (nothing ran). An attempt that raises ends as an infrastructure error, written here too.
     The claim is one transaction with the run's creation and first writes (`_run_attempt`). `worker`: the
-    `aqven worker` running it (recorded on the attempt), when one does."""
+    `aqven worker` running it (recorded on the attempt), when one does; `ended`: a write of the same transaction as
+    the attempt's end (an `aqven worker` announces the end in it)."""
     try:
         out = await _run_attempt(workspace, engine, runs, store, s, a, run_id, worker)
     except NotQueued:
@@ -122,9 +124,17 @@ async def run_owned(
         ):
             return None
     if not out.waiting:
+        write = finishing_row(store, s, a, out)
+        if ended is not None:  # in the same transaction as the end (an announcement goes out at its commit)
+            write = functools.partial(_both, write, functools.partial(ended, out))
         async with gate.released():  # committed with what other attempts of this process write meanwhile
-            await store.db.grouped(finishing_row(store, s, a, out))
+            await store.db.grouped(write)
     return out
+
+
+def _both(first: Callable[[], None], then: Callable[[], None]) -> None:
+    first()
+    then()
 
 
 class NotQueued(BaseException):
