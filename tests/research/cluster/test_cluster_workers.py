@@ -147,6 +147,13 @@ def test_two_workers_run_each_attempt_once_and_a_killed_ones_finish_on_the_other
         while state["status"] not in ("done", "failed", "cancelled") and time.monotonic() < deadline:
             state = server.get(f"/api/series/{sid}?wait_seconds=20")
         assert state["status"] == "done", (state["status"], workers.log("beta")[-3000:])
+        # Visible over REST (Studio reads it): the workers, and where the series' attempts ran.
+        listed = server.get("/api/workers?ended=true")
+        assert listed["cluster"] is True
+        assert {(w["name"], w["state"]) for w in listed["workers"]} == {("alpha", "lost"), ("beta", "live")}
+        ended = server.get(f"/api/series/{sid}")
+        assert {r["name"] for r in ended["ran_on"]} == {"alpha", "beta"}
+        assert sum(r["attempts"] for r in ended["ran_on"]) == 80
 
     attempts = _rows(dsn, "SELECT idx, status, run_id, worker, outcome FROM attempts WHERE series_id=%s", (sid,))
     assert len(attempts) == 80 and all(a["status"] == "done" for a in attempts)
