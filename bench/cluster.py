@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import resource
 import signal
@@ -96,6 +97,64 @@ def worker_main(dsn: str, name: str, concurrency: int, poll: float, latency: flo
         await asyncio.Event().wait()
 
     asyncio.run(main())
+
+
+def pgq_worker_main(dsn: str, name: str, slots: int, latency: float) -> None:
+    """A worker of the minimal PostgreSQL-native queue the issue allows weighing against DBOS: it LISTENs for new
+    work, claims up to its free slots with one UPDATE … FOR UPDATE SKIP LOCKED, and writes each end with its
+    NOTIFY in one transaction (3 commits per attempt in all, the enqueue included); it looks once a second all the
+    same (a notification it missed)."""
+    import psycopg
+
+    async def main() -> None:
+        listen = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        work = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        lock = asyncio.Lock()
+        await listen.execute(f"LISTEN {PGQ_NEW}")
+        running: set[str] = set()
+        tasks: set[asyncio.Task[None]] = set()
+        wake = asyncio.Event()
+
+        async def one(wid: str) -> None:
+            if latency:
+                await asyncio.sleep(latency)
+            async with lock, work.transaction():
+                await work.execute("UPDATE pgq SET state='done' WHERE id=%s", (wid,))
+                await work.execute("SELECT pg_notify(%s, %s)", (CHANNEL, wid.lstrip("a")))
+            running.discard(wid)
+            wake.set()
+
+        async def claim() -> None:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), 1.0)
+                wake.clear()
+                free = slots - len(running)
+                if free <= 0:
+                    continue
+                async with lock:
+                    cur = await work.execute(
+                        "UPDATE pgq SET state='running', worker=%s WHERE id IN (SELECT id FROM pgq WHERE"
+                        " state='queued' ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id",
+                        (name, free),
+                    )
+                    ids = [r[0] for r in await cur.fetchall()]
+                for wid in ids:
+                    running.add(wid)
+                    task = asyncio.ensure_future(one(wid))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+
+        claiming = asyncio.ensure_future(claim())
+        print("ready", flush=True)
+        async for _note in listen.notifies():
+            wake.set()
+        claiming.cancel()
+
+    asyncio.run(main())
+
+
+PGQ_NEW = "aqven_pgq_new"
 
 
 # ---- a real series per mode ----
@@ -309,28 +368,31 @@ def spike(server: PgServer, args: argparse.Namespace) -> dict[str, Any]:
 
     dsn = server.fresh("aqven_cluster")
     procs: list[subprocess.Popen[str]] = []
+    pgq = args.engine == "pgq"
     try:
-        _dbos_schema(dsn)
+        if pgq:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(
+                    "CREATE TABLE pgq (id TEXT PRIMARY KEY, seq BIGSERIAL, state TEXT NOT NULL, worker TEXT, args TEXT)"
+                )
+                conn.execute("CREATE INDEX pgq_queued ON pgq(seq) WHERE state='queued'")
+        else:
+            _dbos_schema(dsn)
         for i in range(args.workers):
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    __file__,
-                    "worker",
-                    dsn,
-                    f"w{i}",
-                    str(args.concurrency),
-                    str(args.poll),
-                    str(args.latency),
-                ],
-                stdout=subprocess.PIPE,
-                text=True,
+            role = (
+                ["pgq-worker", dsn, f"w{i}", str(args.concurrency), str(args.latency)]
+                if pgq
+                else ["worker", dsn, f"w{i}", str(args.concurrency), str(args.poll), str(args.latency)]
             )
+            proc = subprocess.Popen([sys.executable, __file__, *role], stdout=subprocess.PIPE, text=True)
             procs.append(proc)
         for proc in procs:
             assert proc.stdout is not None
             assert proc.stdout.readline().strip() == "ready"
-        client = DBOSClient(system_database_url=dsn.replace("postgresql://", "postgresql+psycopg://", 1))
+        client = (
+            None if pgq else DBOSClient(system_database_url=dsn.replace("postgresql://", "postgresql+psycopg://", 1))
+        )
+        sender = psycopg.connect(dsn, autocommit=True) if pgq else None
         listen = psycopg.connect(dsn, autocommit=True)
         listen.execute(f"LISTEN {CHANNEL}")
 
@@ -352,6 +414,15 @@ def spike(server: PgServer, args: argparse.Namespace) -> dict[str, Any]:
 
             def enqueue(k: int) -> None:
                 sent[k] = time.perf_counter()
+                if sender is not None:  # one transaction: the row (a second insert of the id is a no-op), the wake-up
+                    with sender.transaction():
+                        sender.execute(
+                            "INSERT INTO pgq (id, state, args) VALUES (%s, 'queued', %s) ON CONFLICT (id) DO NOTHING",
+                            (f"a{k}", str(k)),
+                        )
+                        sender.execute(f"NOTIFY {PGQ_NEW}")
+                    return
+                assert client is not None
                 client.enqueue({"queue_name": QUEUE, "workflow_name": "spike_attempt", "workflow_id": f"a{k}"}, k)
 
             while next_n < offset + min(n, args.concurrency):
@@ -377,7 +448,10 @@ def spike(server: PgServer, args: argparse.Namespace) -> dict[str, Any]:
         with psycopg.connect(dsn, autocommit=True) as conn:
             row = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").fetchone()
             commits = row[0] if row else None
-        client.destroy()
+        if client is not None:
+            client.destroy()
+        if sender is not None:
+            sender.close()
         listen.close()
         return {
             "attempts": n,
@@ -401,12 +475,22 @@ def spike(server: PgServer, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["pgq-worker"]:
+        dsn, name, slots, latency = sys.argv[2:6]
+        pgq_worker_main(dsn, name, int(slots), float(latency))
+        return
     if sys.argv[1:2] == ["worker"]:
         dsn, name, concurrency, poll, latency = sys.argv[2:7]
         worker_main(dsn, name, int(concurrency), float(poll), float(latency))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=["spike", "series", "one"])
+    parser.add_argument(
+        "--engine",
+        choices=["dbos", "pgq"],
+        default="dbos",
+        help="spike: DBOS, or a minimal PostgreSQL-native queue (SKIP LOCKED + LISTEN/NOTIFY)",
+    )
     parser.add_argument("--modes", default="sqlite,pg,pg+1,pg+2,pg+3", help="series: the modes, in order")
     parser.add_argument("--one", default="pg", help=argparse.SUPPRESS)
     parser.add_argument("--dsn", default="", help=argparse.SUPPRESS)
@@ -430,7 +514,7 @@ def main() -> None:
     with postgres_server(args.postgres) as server:
         out = spike(server, args)
     print(
-        f"DBOS spike: {args.workers} workers, concurrency {args.concurrency}, poll {args.poll} s, "
+        f"{args.engine} spike: {args.workers} workers, concurrency {args.concurrency}, poll {args.poll} s, "
         f"latency {args.latency} s, {out['attempts']} workflows"
     )
     for key, value in out.items():
