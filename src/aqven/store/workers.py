@@ -120,6 +120,8 @@ class WorkerStore:
 
     def ran_where(self, series_id: str) -> list[dict[str, Any]]:
         """Where a series' attempts ran: per worker (its name and host), how many attempts it ran last."""
+        if self.db.query_one("SELECT 1 AS one FROM workers LIMIT 1") is None:
+            return []  # no worker ever registered with this store: nothing ran elsewhere
         rows = self.db.query(
             "SELECT a.worker AS id, w.name AS name, w.host AS host, COUNT(*) AS n FROM attempts a"
             " LEFT JOIN workers w ON w.id = a.worker WHERE a.series_id = ? AND a.worker IS NOT NULL"
