@@ -217,6 +217,46 @@ def _dbos_config(node: Node) -> Any:
     }
 
 
+STRANDED_S = 5.0
+"""How often a worker looks for workflows DBOS dequeued to it but never started, and how long one must be so."""
+
+
+async def _stranded_forever(node: Node) -> None:
+    """Workflows DBOS marked PENDING on this executor but never ran: a dequeue whose dispatch failed (PostgreSQL
+    restarting between the claim and the read of the workflows' rows, dbos-transact-py issues #716, #742, #804).
+    Nobody else takes them (this executor is alive), so after two looks STRANDED_S apart that find one still not
+    running here, it is put back on the queue (where any worker, this one too, takes it)."""
+    from dbos import DBOS
+
+    seen: dict[str, float] = {}
+    while True:
+        await asyncio.sleep(STRANDED_S)
+        try:
+            pending = await asyncio.to_thread(
+                DBOS.list_workflows,
+                status="PENDING",
+                executor_id=node.id,
+                queue_name=queue.QUEUE,
+                load_input=False,
+                load_output=False,
+            )
+        except Exception as exc:  # PostgreSQL restarting: the next look
+            log.warning("looking for stranded workflows: %s", type(exc).__name__)
+            continue
+        now = time.monotonic()
+        idle = {w.workflow_id for w in pending if w.workflow_id not in node.running}
+        for wf in idle:
+            first = seen.setdefault(wf, now)
+            if now - first >= STRANDED_S and wf not in node.running:
+                log.warning("workflow %s was dequeued here and never started: back on the queue", wf)
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(DBOS.resume_workflow, wf, queue_name=queue.QUEUE)
+                seen.pop(wf, None)
+        for wf in list(seen):
+            if wf not in idle:
+                seen.pop(wf)
+
+
 def _tune_queue_thread(dbos: Any, node: Node) -> None:
     """Where AQVEN reaches into DBOS's insides (two methods of its system database that DBOS's queue thread calls at
     each poll; DBOS is pinned to 3.4.x, and tests/research/cluster runs through both):
@@ -286,11 +326,13 @@ async def serve(node: Node) -> None:
 
     _tune_queue_thread(_get_dbos_instance(), node)
     node.store.db.listen(queue.WAKE, node.woken)
+    stranded = asyncio.ensure_future(_stranded_forever(node))
     log.warning("worker %s on %s: %d slots, project %s, store %s", node.id, node.host, node.slots, node.root, node.dsn)
     print(f"aqven worker {node.id} ready: {node.slots} slots on {node.host}", file=sys.stderr, flush=True)
     try:
         await asyncio.Event().wait()
     finally:
+        stranded.cancel()
         with contextlib.suppress(Exception):
             node.workers.stop(node.id)
 
