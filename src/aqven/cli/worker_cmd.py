@@ -4,7 +4,9 @@ loopback only, and a worker is on another machine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -50,13 +52,47 @@ def worker(
     """Run attempts of the project's series on this machine, handed out by its server (`aqven serve --cluster`)
     through the shared PostgreSQL store; until interrupted. It refuses (WORKER_INPUTS_MISMATCH) to run a series
     planned on other files than this folder's."""
+    from aqven.research.cluster.node import CHILD_ENV
     from aqven.research.cluster.node import main as run_worker
 
     root = project_root(project)
     try:
-        run_worker(root, _dsn(store, root), name=name, slots=slots)
+        dsn = _dsn(store, root)
     except AqvenError as err:
         fail(err)
+    if not os.environ.get(CHILD_ENV):
+        raise typer.Exit(_supervise())
+    try:
+        run_worker(root, dsn, name=name, slots=slots)
+    except AqvenError as err:
+        fail(err)
+
+
+def _supervise() -> int:
+    """Run the worker in a child process, and start it again (a new executor) when it stopped itself because the
+    store was out of reach or the server declared it lost; not when it refused the project's files, nor when it was
+    interrupted. The child dies with this process (node.py binds it)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from aqven.research.cluster.node import CHILD_ENV, EXIT_CUT_OFF, EXIT_LOST
+
+    env = {**os.environ, CHILD_ENV: str(os.getpid())}
+    while True:
+        child = subprocess.Popen([sys.executable, "-m", "aqven", *sys.argv[1:]], env=env)
+        try:
+            code = child.wait()
+        except KeyboardInterrupt:  # the child has its own SIGINT (same terminal): it stops, and so do we
+            with contextlib.suppress(Exception):
+                child.send_signal(signal.SIGINT)
+                child.wait(30)
+            return 130
+        if code not in (EXIT_CUT_OFF, EXIT_LOST):
+            return code
+        console.print(f"aqven worker: stopped itself (exit {code}); starting again in 2 s", markup=False)
+        time.sleep(2.0)
 
 
 def workers(

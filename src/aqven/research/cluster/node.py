@@ -54,6 +54,8 @@ FENCE_S = 6.0
 LOST_AFTER_S (dispatch.py), and must find it gone by then."""
 
 EXIT_REFUSED, EXIT_LOST, EXIT_CUT_OFF = 3, 4, 5
+CHILD_ENV = "AQVEN_WORKER_PARENT"
+"""Set (to the supervisor's pid) in the worker process `aqven worker` runs and starts again (cli/worker_cmd.py)."""
 HOT_S = 3.0
 """A worker polls the queue at its interval while attempts run here and for this long after the last one, or after
 the server last woke it (queue.WAKE); otherwise once every queue.IDLE_POLL_S."""
@@ -337,6 +339,30 @@ async def serve(node: Node) -> None:
             node.workers.stop(node.id)
 
 
+def _bind_to_parent() -> None:
+    """The worker process dies with its supervisor (`aqven worker`): SIGKILLed by the kernel with it on Linux, and
+    on every system it exits when its parent changes (checked every second by the fence's thread)."""
+    parent = os.environ.get(CHILD_ENV)
+    if not parent:
+        return
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(parent):
+        os._exit(0)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != int(parent):
+                os._exit(0)
+
+    threading.Thread(target=watch, name="aqven-parent", daemon=True).start()
+
+
 def main(root: Path, dsn: str, *, name: str | None = None, slots: int | None = None) -> None:
     """`aqven worker`: run until interrupted (Ctrl-C: the attempts it holds are handed to others by the server)."""
     if not dsn.startswith(("postgresql://", "postgres://")):
@@ -345,6 +371,7 @@ def main(root: Path, dsn: str, *, name: str | None = None, slots: int | None = N
             code=CLUSTER_NEEDS_POSTGRES,
             hint="docs/how-to/run-on-several-machines.md",
         )
+    _bind_to_parent()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker: %(levelname)s %(name)s %(message)s")
     node = Node(root, dsn, name=name, slots=slots)
     with contextlib.suppress(KeyboardInterrupt):
