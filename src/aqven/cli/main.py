@@ -458,10 +458,33 @@ def serve(
             parse_store(store, root=where, source="--store")  # refused here, before the server starts
             os.environ[STORE_ENV] = store  # the server and its workers read it
         if cluster:
+            _cluster_ready(where)  # refused here, before the server starts: a store not shared, DBOS missing
             os.environ[CLUSTER_ENV] = "1"  # the series runner hands attempts to the store's workers
         run_server(where, port)
     except AqvenError as err:
         fail(err)
+
+
+def _cluster_ready(root: Path) -> None:
+    from aqven.errors import CLUSTER_NEEDS_POSTGRES, CLUSTER_UNAVAILABLE
+    from aqven.store.location import store_of
+
+    if store_of(root).dsn is None:
+        raise AqvenError(
+            "--cluster hands attempts to `aqven worker`s through the project's shared PostgreSQL store; this store"
+            " is SQLite",
+            code=CLUSTER_NEEDS_POSTGRES,
+            hint="aqven serve --store postgresql://USER@HOST:PORT/DATABASE --cluster"
+            " (docs/how-to/run-on-several-machines.md)",
+        )
+    try:
+        import dbos  # noqa: F401
+    except ImportError:
+        raise AqvenError(
+            "--cluster needs DBOS, which is not installed",
+            code=CLUSTER_UNAVAILABLE,
+            hint="pip install 'aqven[cluster]'",
+        ) from None
 
 
 @server_app.command("status")
