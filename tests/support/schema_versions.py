@@ -15,7 +15,15 @@ VERSION_10_COLUMNS = (
 )
 
 
+def back_before_version_11(cur: Any) -> None:
+    """Version 11 (issue 31): the workers table and the worker an attempt ran on."""
+    cur.execute("DROP TABLE workers")
+    cur.execute("ALTER TABLE attempts DROP COLUMN worker")
+    cur.execute("DELETE FROM schema_version WHERE version>=11")
+
+
 def back_before_version_10(cur: Any) -> None:
+    back_before_version_11(cur)
     for table, column in VERSION_10_COLUMNS:
         cur.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
     cur.execute("DELETE FROM schema_version WHERE version>=10")

@@ -28,9 +28,13 @@ app.add_typer(cap_app, name="cap")
 from aqven.cli.dataset_cmd import dataset_app  # noqa: E402 - registered with the app it belongs to
 from aqven.cli.series_group import RUN, RunCommand, SeriesGroup  # noqa: E402
 from aqven.cli.store_cmd import store_app  # noqa: E402
+from aqven.cli.worker_cmd import worker as worker_cmd  # noqa: E402
+from aqven.cli.worker_cmd import workers as workers_cmd  # noqa: E402
 
 app.add_typer(dataset_app, name="dataset")
 app.add_typer(store_app, name="store")
+app.command("worker")(worker_cmd)
+app.command("workers")(workers_cmd)
 
 SERIES_HELP = (
     "Run EXPERIMENT as a series and print its verdict (exit 0 done, 1 cancelled/failed, 3 approval, 4 person, "
@@ -432,11 +436,19 @@ def serve(
             " .aqven/local.yaml, AQVEN_STORE, else .aqven/aqven.sqlite)"
         ),
     ] = None,
+    cluster: Annotated[
+        bool,
+        typer.Option(
+            "--cluster",
+            help="hand attempts to the `aqven worker`s of the shared PostgreSQL store instead of running them here",
+        ),
+    ] = False,
     root: RootOpt = None,
 ) -> None:
     """Run the project server in the foreground."""
     import os
 
+    from aqven.research.cluster.queue import CLUSTER_ENV
     from aqven.server.lifecycle import serve as run_server
     from aqven.store.location import STORE_ENV, parse_store
 
@@ -445,9 +457,34 @@ def serve(
         if store is not None:
             parse_store(store, root=where, source="--store")  # refused here, before the server starts
             os.environ[STORE_ENV] = store  # the server and its workers read it
+        if cluster:
+            _cluster_ready(where)  # refused here, before the server starts: a store not shared, DBOS missing
+            os.environ[CLUSTER_ENV] = "1"  # the series runner hands attempts to the store's workers
         run_server(where, port)
     except AqvenError as err:
         fail(err)
+
+
+def _cluster_ready(root: Path) -> None:
+    from aqven.errors import CLUSTER_NEEDS_POSTGRES, CLUSTER_UNAVAILABLE
+    from aqven.store.location import store_of
+
+    if store_of(root).dsn is None:
+        raise AqvenError(
+            "--cluster hands attempts to `aqven worker`s through the project's shared PostgreSQL store; this store"
+            " is SQLite",
+            code=CLUSTER_NEEDS_POSTGRES,
+            hint="aqven serve --store postgresql://USER@HOST:PORT/DATABASE --cluster"
+            " (docs/how-to/run-on-several-machines.md)",
+        )
+    try:
+        import dbos  # noqa: F401
+    except ImportError:
+        raise AqvenError(
+            "--cluster needs DBOS, which is not installed",
+            code=CLUSTER_UNAVAILABLE,
+            hint="pip install 'aqven[cluster]'",
+        ) from None
 
 
 @server_app.command("status")

@@ -8,7 +8,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from aqven.research.launch.caps import parse_cap
 from aqven.server.deps import person_acting, service_of
 from aqven.server.operations import project
-from aqven.server.operations.models import AgentItem, CheckOut, DatasetItem, DatasetOut, FlowItem, FlowOut, ProjectOut
+from aqven.server.operations.models import (
+    AgentItem,
+    CheckOut,
+    DatasetItem,
+    DatasetOut,
+    FlowItem,
+    FlowOut,
+    ProjectOut,
+    WorkersOut,
+)
 from aqven.server.principals import PasskeyProof
 from aqven.server.service import ProjectService
 
@@ -32,6 +41,13 @@ def confirm_cap(body: CapConfirmBody, request: Request, svc: ProjectService = De
     cap = parse_cap(body.cap_usd)
     who = person_acting(request, ("cap_confirm", "project", str(cap)), body.passkey)
     return project.confirm_cap(svc, body.cap_usd, who)
+
+
+@router.get("/workers")
+def list_workers(ended: bool = False, svc: ProjectService = Depends(service_of)) -> WorkersOut:
+    """The `aqven worker`s of the project's shared store (live ones; `ended=true` adds the lost, stopped and
+    refused ones)."""
+    return project.workers(svc, ended=ended)
 
 
 @router.get("/check")

@@ -13,7 +13,7 @@ import sqlite3
 
 from aqven.errors import DB_SCHEMA_NEWER, AqvenError
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -264,6 +264,29 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE human_answers ADD COLUMN confirmed TEXT;
     ALTER TABLE human_answers ADD COLUMN person TEXT;
     ALTER TABLE human_answers ADD COLUMN proof TEXT;
+    """,
+    # Workers on several machines (issue 31, `aqven worker`): one row per worker process's life (`id` is its DBOS
+    # executor id, new at each start), its heartbeat as a counter the server watches on its own clock (no clock is
+    # compared across machines), what it refused; and on each attempt, the worker that ran it last.
+    11: """
+    CREATE TABLE workers (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        slots INTEGER NOT NULL,
+        running INTEGER NOT NULL DEFAULT 0,
+        state TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        beat_at TEXT NOT NULL,
+        beats INTEGER NOT NULL DEFAULT 0,
+        ran INTEGER NOT NULL DEFAULT 0,
+        inputs_hash TEXT,
+        error_code TEXT,
+        error_message TEXT,
+        ended_at TEXT
+    );
+    ALTER TABLE attempts ADD COLUMN worker TEXT;
     """,
 }
 

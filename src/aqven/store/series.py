@@ -343,16 +343,35 @@ class SeriesStore:
         )
         return None if row is None else self._attempt(row)
 
-    def claim(self, series_id: str, idx: int, run_id: str, inputs_hash: str | None = None) -> bool:
+    def claim(
+        self, series_id: str, idx: int, run_id: str, inputs_hash: str | None = None, worker: str | None = None
+    ) -> bool:
         """Mark a queued attempt running with its run, atomically; False if it was not queued. `inputs_hash`: the
-        hash of the inputs it starts on, when none is recorded yet (`set_attempt_inputs` in the same statement)."""
-        sql = (
-            "UPDATE attempts SET status='running', run_id=?, started_at=?, inputs_hash=COALESCE(inputs_hash, ?)"
-            " WHERE series_id=? AND idx=? AND status='queued'"
-        )
+        hash of the inputs it starts on, when none is recorded yet (`set_attempt_inputs` in the same statement);
+        `worker`: the `aqven worker` that runs it (store/workers.py), when one does."""
+        if worker is None:
+            sql = (
+                "UPDATE attempts SET status='running', run_id=?, started_at=?, inputs_hash=COALESCE(inputs_hash, ?)"
+                " WHERE series_id=? AND idx=? AND status='queued'"
+            )
+            params: tuple[Any, ...] = (run_id, now_iso(), inputs_hash, series_id, idx)
+        else:
+            sql = (
+                "UPDATE attempts SET status='running', run_id=?, started_at=?, inputs_hash=COALESCE(inputs_hash, ?),"
+                " worker=? WHERE series_id=? AND idx=? AND status='queued'"
+            )
+            params = (run_id, now_iso(), inputs_hash, worker, series_id, idx)
         with self.db.transaction() as cur:
-            cur.execute(sql, (run_id, now_iso(), inputs_hash, series_id, idx))
+            cur.execute(sql, params)
             return cur.rowcount == 1
+
+    def set_attempt_worker(self, series_id: str, idx: int, worker: str) -> None:
+        """The worker that takes up a running attempt (resumed after another worker was lost)."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                "UPDATE attempts SET worker=? WHERE series_id=? AND idx=? AND (worker IS NULL OR worker<>?)",
+                (worker, series_id, idx, worker),
+            )
 
     def set_attempt_inputs(self, series_id: str, idx: int, inputs_hash: str) -> None:
         """Record the hash of the inputs an attempt starts on (kept across a wait for a person)."""
@@ -434,4 +453,13 @@ class SeriesStore:
             ended_at=row["ended_at"],
             active_at_end=row["active_at_end"],
             inputs_hash=row["inputs_hash"],
+            worker=_worker_of(row),
         )
+
+
+def _worker_of(row: Row) -> str | None:
+    try:
+        worker: str | None = row["worker"]
+    except (IndexError, KeyError):  # a row of a schema before version 11 (read by a test of the migrations)
+        return None
+    return worker

@@ -123,6 +123,7 @@ class AttemptRow:
     ended_at: str | None
     active_at_end: float | None
     inputs_hash: str | None = None  # the hash of the inputs the attempt ran on (research/experiments/inputs.py)
+    worker: str | None = None  # the `aqven worker` that ran it last (store/workers.py), when one did
 
     @property
     def checks(self) -> list[dict[str, Any]] | None:

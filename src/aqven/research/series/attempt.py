@@ -102,12 +102,16 @@ async def run_owned(
     s: SeriesRow,
     a: AttemptRow,
     run_id: str,
+    worker: str | None = None,
+    ended: Callable[[AttemptResult], None] | None = None,
 ) -> AttemptResult | None:
     """Claim a queued attempt (or take up one already claimed with `run_id`), run it and write its end: None when it
     was not queued any more (nothing ran). An attempt that raises ends as an infrastructure error, written here too.
-    The claim is one transaction with the run's creation and first writes (`_run_attempt`)."""
+    The claim is one transaction with the run's creation and first writes (`_run_attempt`). `worker`: the
+    `aqven worker` running it (recorded on the attempt), when one does; `ended`: a write of the same transaction as
+    the attempt's end (an `aqven worker` announces the end in it)."""
     try:
-        out = await _run_attempt(workspace, engine, runs, store, s, a, run_id)
+        out = await _run_attempt(workspace, engine, runs, store, s, a, run_id, worker)
     except NotQueued:
         return None
     except Exception as exc:
@@ -115,14 +119,22 @@ async def run_owned(
         # It raised before its first write (so before its claim): claimed now, unless another run has it.
         if (
             a.status == "queued"
-            and not store.claim(s.id, a.idx, run_id)
+            and not store.claim(s.id, a.idx, run_id, worker=worker)
             and store.attempt(s.id, a.idx).run_id != run_id
         ):
             return None
     if not out.waiting:
+        write = finishing_row(store, s, a, out)
+        if ended is not None:  # in the same transaction as the end (an announcement goes out at its commit)
+            write = functools.partial(_both, write, functools.partial(ended, out))
         async with gate.released():  # committed with what other attempts of this process write meanwhile
-            await store.db.grouped(finishing_row(store, s, a, out))
+            await store.db.grouped(write)
     return out
+
+
+def _both(first: Callable[[], None], then: Callable[[], None]) -> None:
+    first()
+    then()
 
 
 class NotQueued(BaseException):
@@ -130,8 +142,10 @@ class NotQueued(BaseException):
     A BaseException, so that it passes through the engine's handlers untouched, up to `run_owned`."""
 
 
-def _claim(store: SeriesStore, s: SeriesRow, a: AttemptRow, run_id: str, inputs: str | None = None) -> None:
-    if not store.claim(s.id, a.idx, run_id, inputs):
+def _claim(
+    store: SeriesStore, s: SeriesRow, a: AttemptRow, run_id: str, inputs: str | None = None, worker: str | None = None
+) -> None:
+    if not store.claim(s.id, a.idx, run_id, inputs, worker):
         raise NotQueued(f"attempt {a.idx} of {s.id} is not queued")
 
 
@@ -157,6 +171,7 @@ async def _run_attempt(
     s: SeriesRow,
     a: AttemptRow,
     run_id: str,
+    worker: str | None = None,
 ) -> AttemptResult:
     """Run (or resume) one claimed attempt's run and score it. `workspace` gives the loaded project as it is now
     (it is read again to score and at the end, for the inputs the attempt ended on)."""
@@ -165,7 +180,7 @@ async def _run_attempt(
         case = _case(ws, s, a.case_name)
     except NotFoundError as exc:
         if a.status == "queued":
-            _claim(store, s, a, run_id)  # its end is written on a claimed row
+            _claim(store, s, a, run_id, worker=worker)  # its end is written on a claimed row
         return AttemptResult(outcome="infra", code=exc.code, message=exc.message, cost=dec(a.cost_usd))
     started_on = a.inputs_hash
     runner = engine()
@@ -175,9 +190,12 @@ async def _run_attempt(
         started_on = inputs_hash(s, ws)
     begun: RunRecord | Begun
     if a.status == "queued":  # claimed with its run's creation: the first transaction of both (`run_owned`)
-        before.append(functools.partial(_claim, store, s, a, run_id, started_on if fresh else None))
-    elif fresh:
-        before.append(functools.partial(store.set_attempt_inputs, s.id, a.idx, started_on))
+        before.append(functools.partial(_claim, store, s, a, run_id, started_on if fresh else None, worker))
+    else:
+        if fresh:
+            before.append(functools.partial(store.set_attempt_inputs, s.id, a.idx, started_on))
+        if worker is not None and a.worker != worker:  # taken up here after the worker that ran it was lost
+            before.append(functools.partial(store.set_attempt_worker, s.id, a.idx, worker))
     if a.status != "queued" and runs.exists(run_id):  # resumed: after a restart, a person's answer, another worker
         with runs.db.batch():
             for write in before:

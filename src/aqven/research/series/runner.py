@@ -29,6 +29,8 @@ from aqven.errors import NotFoundError
 from aqven.models import telemetry
 from aqven.models.gate import CpuGate, held
 from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
+from aqven.research.cluster.dispatch import ClusterPool
+from aqven.research.cluster.queue import cluster_wanted
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.holdout import is_sealed, reads_held_out
 from aqven.research.series.attempt import AttemptResult, dec, finish_row, internal_error, result_of_row, run_owned
@@ -160,8 +162,8 @@ class SeriesRunner:
         self.gate: CpuGate | None = None if os.environ.get("AQVEN_CPU_GATE", "").lower() == "off" else CpuGate()
         if self.gate is not None:  # a write waits for the attempts' CPU phases to join it (store/group_commit.py)
             store.db.group.hold = self.gate.busy
-        self._workers: WorkerPool | None = None
-        self._retired: list[WorkerPool] = []  # pools of an earlier `workers` setting, closed once idle
+        self._workers: WorkerPool | ClusterPool | None = None
+        self._retired: list[WorkerPool | ClusterPool] = []  # pools of an earlier `workers` setting, closed once idle
 
     # ---- control ----
 
@@ -420,8 +422,14 @@ class SeriesRunner:
             task.add_done_callback(lambda _task: bell.set())
         return task
 
-    def _pool(self) -> WorkerPool | None:
-        """The worker processes attempts run in (`workers` in aqven.yaml), or None: they run in this process."""
+    def _pool(self) -> WorkerPool | ClusterPool | None:
+        """The worker processes attempts run in (`workers` in aqven.yaml), or None: they run in this process. In
+        cluster mode (`aqven serve --cluster`), the `aqven worker`s of the shared store (research/cluster)."""
+        if cluster_wanted():
+            if not isinstance(self._workers, ClusterPool):
+                dsn = getattr(self.store.db, "dsn", None)
+                self._workers = ClusterPool(self.store, dsn, lambda: self._ws().project.config.concurrency)
+            return self._workers
         size = self._ws().project.config.workers
         if self._workers is not None and self._workers.size != size:
             self._retired.append(self._workers)  # it is closed once the attempts it runs have ended
@@ -433,7 +441,7 @@ class SeriesRunner:
         return self._workers
 
     async def _in_worker(
-        self, pool: WorkerPool, s: SeriesRow, attempt: AttemptRow, run_id: str
+        self, pool: WorkerPool | ClusterPool, s: SeriesRow, attempt: AttemptRow, run_id: str
     ) -> AttemptResult | None:
         """Run the attempt in a worker, which claims it and writes its end (None: it was not queued any more); a
         worker that dies under it (killed, crashed) is replaced and the attempt resumed from its run's last finished

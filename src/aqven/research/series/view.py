@@ -29,6 +29,7 @@ from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import ENDED, AttemptRow, SeriesPlan, SeriesRow, active_now
 from aqven.store.series_tally import COUNTED, KeptTally, SeriesTally, TallyCache, read_tally
+from aqven.store.workers import WorkerStore
 
 ETA_WINDOW_S = 300.0
 SLOW_VERDICT_S = 0.005  # a provisional verdict this slow to compute is not computed at every change ...
@@ -368,4 +369,10 @@ def snapshot(
         rows, hidden = case_rows(s, store, tally)
         out["cases"] = rows
         out["hidden_cases"] = hidden
+    if (include_cases and not sealed_now(s)) or s.status in ENDED:
+        # Where its attempts ran, when `aqven worker`s ran them: per worker, the attempts it ran last (a held-out
+        # series' counts by worker would tell its progress between coarse steps: shown once it ended).
+        ran_on = WorkerStore(store.db).ran_where(s.id)
+        if ran_on:
+            out["ran_on"] = ran_on
     return out

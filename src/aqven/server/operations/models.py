@@ -105,6 +105,31 @@ class DatasetOut(Open):
     hidden_cases: int
 
 
+class WorkerItem(Open):
+    """An `aqven worker` of the project's shared store (store/workers.py): where it runs, what it holds, its last
+    heartbeat (its own clock), its state (live, lost, stopped, refused) and a refusal's code and message."""
+
+    id: str
+    name: str
+    host: str
+    pid: int
+    slots: int
+    running: int
+    ran: int
+    state: str
+    started_at: str
+    beat_at: str
+    inputs_hash: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    ended_at: str | None = None
+
+
+class WorkersOut(Open):
+    cluster: bool  # whether this server hands attempts to workers (aqven serve --cluster)
+    workers: list[WorkerItem]
+
+
 class AgentItem(Open):
     id: str
     model: str
@@ -388,6 +413,11 @@ class SeriesOut(SeriesSummary):
     launch_plan: LaunchPlan | dict[str, Any]
     as_of: float
     seed: int | None = Field(default=None, description="the simulators' seed the series drew at its start")
+    ran_on: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="where its attempts ran, when `aqven worker`s ran them: per worker (id, name, host) the attempts "
+        "it ran last (with include_cases, or once the series ended)",
+    )
     coarse: dict[str, Any] | None = Field(
         default=None,
         description="a running held-out series: its matrix and verdict are as of as_of_done finished attempts "

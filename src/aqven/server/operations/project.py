@@ -12,6 +12,7 @@ from aqven.errors import NotFoundError
 from aqven.people.records import record_path
 from aqven.project.paths import state_dir
 from aqven.project.watch import tree_fingerprint
+from aqven.research.cluster.queue import cluster_wanted
 from aqven.research.diagnostics.workspace import check_workspace
 from aqven.research.launch.caps import confirm_project_cap, confirmed_project_cap
 from aqven.server.operations.models import (
@@ -22,9 +23,12 @@ from aqven.server.operations.models import (
     FlowItem,
     FlowOut,
     ProjectOut,
+    WorkerItem,
+    WorkersOut,
 )
 from aqven.server.service import ProjectService
 from aqven.store.approvals import Approver
+from aqven.store.workers import WorkerStore
 
 
 def project_info(svc: ProjectService) -> ProjectOut:
@@ -180,3 +184,10 @@ def agents(svc: ProjectService) -> list[AgentItem]:
         )
         for aid, a in sorted(svc.project().agents.items())
     ]
+
+
+def workers(svc: ProjectService, *, ended: bool = False) -> WorkersOut:
+    """The `aqven worker`s of the project's store (none on SQLite: workers need a shared PostgreSQL store)."""
+    rows = WorkerStore(svc.db).listing(ended=ended)
+    items = [WorkerItem(**{k: v for k, v in r.to_json().items() if k != "beats"}) for r in rows]
+    return WorkersOut(cluster=cluster_wanted(), workers=items)

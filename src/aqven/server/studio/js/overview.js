@@ -9,6 +9,8 @@ export async function pageOverview() {
   const p = o.project;
   const checkBox = h('div', { id: 'check' }, h('p', { class: 'muted' }, 'Running aqven check…'));
   api('/api/check').then(c => replace(checkBox, checkTable(c))).catch(err => replace(checkBox, errorBox(err)));
+  const workersBox = h('div', { id: 'workers' });
+  api('/api/workers?ended=true').then(w => replace(workersBox, workersSection(w))).catch(() => {});
   const errored = o.runs.by_status.failed || 0, waiting = o.runs.by_status.waiting_human || 0;
   const byOutcome = o.attempts_by_outcome || {};
   const failedChecks = byOutcome.fail || 0, modelFailures = byOutcome.model_failure || 0;
@@ -33,6 +35,7 @@ export async function pageOverview() {
     h('h2', {}, 'Latest series'),
     o.recent_series.length ? seriesTable(o.recent_series) : h('p', { class: 'muted' }, 'No series yet. Start one from an experiment in ', link('#/research', 'Research'), '.'),
     recentApprovals(o.recent_approvals || []),
+    workersBox,
     passkeySection(),
     h('h2', {}, 'Project'),
     kv([
@@ -67,4 +70,20 @@ export function checkTable(c) {
       h('td', { class: 'mono' }, (d.file || 'project') + (d.line ? ':' + d.line : '')),
       h('td', { class: 'mono' }, d.code),
       h('td', {}, d.message, d.hint ? h('div', { class: 'muted' }, 'hint: ' + d.hint) : null)))));
+}
+
+// The `aqven worker`s of a shared store (issue 31): shown when the server hands attempts to them, or some ran.
+function workersSection(w) {
+  const rows = w.workers || [];
+  if (!w.cluster && !rows.length) return [];
+  return [
+    h('h2', {}, 'Workers'),
+    rows.length ? h('table', { class: 'data' },
+      h('thead', {}, h('tr', {}, ['name', 'host', 'state', 'slots', 'running', 'ran', 'last heartbeat'].map(c => h('th', {}, c)))),
+      h('tbody', {}, rows.map(r => h('tr', { 'data-worker': r.id },
+        h('td', {}, h('code', {}, r.name)), h('td', {}, r.host),
+        h('td', {}, badge(r.state), r.error_code ? h('div', { class: 'note warn' }, h('b', {}, r.error_code + ': '), r.error_message || '') : null),
+        h('td', {}, String(r.slots)), h('td', {}, String(r.running)), h('td', {}, String(r.ran)), h('td', {}, fmt.time(r.beat_at))))))
+      : h('p', { class: 'muted' }, 'No worker has registered yet: start one with ', h('code', {}, 'aqven worker --store …'), ' (docs/how-to/run-on-several-machines.md).'),
+  ];
 }

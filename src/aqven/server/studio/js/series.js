@@ -10,7 +10,7 @@ import { approvalHow, approvalWho, capPendingNote } from './widgets.js';
 
 export async function pageSeries(id, _query, ctx) {
   const first = await api('/api/studio/series/' + encodeURIComponent(id));
-  const sec = { head: h('div'), notice: h('div', { id: 'notice', role: 'status' }), pause: h('div'), verdict: h('div'), approvals: h('div'), progress: h('div'), matrix: h('div'), compare: h('div'), dist: h('div'), cases: h('div'), grid: h('div'), attempts: h('div') };
+  const sec = { head: h('div'), notice: h('div', { id: 'notice', role: 'status' }), pause: h('div'), verdict: h('div'), approvals: h('div'), progress: h('div'), ranOn: h('div'), matrix: h('div'), compare: h('div'), dist: h('div'), cases: h('div'), grid: h('div'), attempts: h('div') };
   let lastStatus = first.status;
   const stack = h('div', { class: 'stack' }, sec.verdict, sec.progress);
   const render = sn => {
@@ -28,6 +28,7 @@ export async function pageSeries(id, _query, ctx) {
     patch(sec.approvals, [sn.approvals, sn.project_cap], () => approvalsSection(sn));
     patch(sec.progress, [sn.progress, sn.spend, sn.eta, sn.spend_curve.length, sn.status], () => progressSection(sn));
     patch(sec.verdict, [sn.verdict, sn.status, sn.stop_reason, sn.error, sn.progress.done, sn.coarse], () => decisionHeader(sn));
+    patch(sec.ranOn, [sn.ran_on], () => ranOnSection(sn.ran_on));
     patch(sec.matrix, [sn.matrix, sn.status, sn.verdict && sn.verdict.comparisons], () => matrixSection(sn));
     patch(sec.compare, [sn.on, sn.kind, ENDED.includes(sn.status)], () => compareSection(sn));
     patch(sec.dist, [sn.status, ENDED.includes(sn.status) ? 0 : Math.floor(sn.progress.done / 50)], () => distributionsSection(sn));
@@ -43,7 +44,14 @@ export async function pageSeries(id, _query, ctx) {
     stream('/api/series/' + encodeURIComponent(id) + '/stream', { snapshot: sn => { if (ctx.alive()) render(sn); } });
   }
   // While it runs or waits, its progress and spend come before the verdict (what a person acts on, first screen).
-  return [sec.head, sec.notice, sec.pause, stack, sec.approvals, sec.matrix, sec.compare, sec.dist, sec.cases, sec.grid, sec.attempts];
+  return [sec.head, sec.notice, sec.pause, stack, sec.ranOn, sec.approvals, sec.matrix, sec.compare, sec.dist, sec.cases, sec.grid, sec.attempts];
+}
+
+// Where its attempts ran, when `aqven worker`s ran them (issue 31): per worker, the attempts it ran last.
+function ranOnSection(ranOn) {
+  if (!ranOn || !ranOn.length) return [];
+  return h('p', { id: 'ran-on' }, h('b', {}, 'Ran on workers: '),
+    ranOn.map((w, i) => [i ? ', ' : '', h('span', { class: 'mono', title: w.worker }, `${w.name || w.worker}`), w.host ? ` on ${w.host}` : '', ` (${w.attempts})`]));
 }
 
 // Who cancelled, as the server proved it: a person (in Studio, at a terminal) or an agent's credential.
