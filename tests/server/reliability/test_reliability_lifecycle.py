@@ -13,9 +13,14 @@ import socket
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from aqven.server.lifecycle import ensure_server, read_server, server_file
 from support.commands import stop_server
 from support.fault_soak import write_project
+
+# The server's files and lock in the project folder, whatever the store: once is enough.
+pytestmark = pytest.mark.sqlite_only
 
 
 def _free_port() -> int:
