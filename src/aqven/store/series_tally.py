@@ -11,7 +11,7 @@ along `attempts_status`.
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -97,6 +97,7 @@ _CHANGED = (
 _COSTS_CHANGED = "SELECT side, variant_id, cost_usd, n FROM series_costs WHERE series_id=? AND seq>?"
 _SEQ = "SELECT n FROM series_seq WHERE series_id=?"
 # Only finished attempts have an active time at their end (a rerun clears it).
+_SAMPLE_EVERY_S = 1.0  # the finish counts kept (`KeptTally._samples`): at most one a second of active time
 _FIRST = "SELECT MIN(active_at_end) AS first FROM attempts WHERE series_id=? AND active_at_end IS NOT NULL"
 _RECENT = "SELECT COUNT(*) AS n FROM attempts WHERE series_id=? AND active_at_end >= ?"
 # With what their runs spent so far, in the same read (one query, not one per running attempt).
@@ -156,6 +157,10 @@ class KeptTally:
         self._pending: dict[str, int] = {}  # case -> its attempts queued or running (none: not there)
         self._unpriced = 0
         self._ends = 0
+        # (active seconds at a read, attempts finished by then), at most one a second: the finish count at an
+        # earlier time, so that the count since a moment of the eta's window is a subtraction, not a COUNT of
+        # every attempt that finished in it (300 s of a fast series: tens of thousands of index entries).
+        self._samples: deque[tuple[float, int]] = deque()
         self.memo: dict[str, Any] = {}  # what a reader derives from this tally and keeps with it (the verdict)
 
     def behind(self, db: Database) -> int | None:
@@ -166,11 +171,14 @@ class KeptTally:
         row = db.query_one(_SEQ, (self.series_id,))
         return max(0, (0 if row is None else int(row[0])) - self.seq)
 
-    def read(self, db: Database, *, finished_since: float = 0.0) -> SeriesTally:
-        """The series' aggregates now, from one consistent read (see `read_tally`)."""
+    def read(self, db: Database, *, finished_since: float = 0.0, now: float | None = None) -> SeriesTally:
+        """The series' aggregates now, from one consistent read (see `read_tally`). With `now` (the series' active
+        seconds at this read), how many finished since `finished_since` comes from a finish count an earlier read
+        kept, where one was taken at or before it (`_ends_by`): counted from the store otherwise."""
         sid, side = self.series_id, self.side
         extra: tuple[str, ...] = () if side is None else (side,)
         with self._lock:
+            before = self._ends_by(finished_since)
             with db.reading() as conn:
                 cur = conn.tuples()  # Row lookups by name cost, and a first read walks every cell
                 seq = cur.execute(_SEQ, (sid,)).fetchone()
@@ -179,7 +187,11 @@ class KeptTally:
                 cells = cur.execute(changed, (sid, *extra, self.seq)).fetchall()
                 costs = cur.execute(_sided(_COSTS_CHANGED, side), (sid, *extra, self.seq)).fetchall()
                 first = cur.execute(_sided(_FIRST, side), (sid, *extra)).fetchone()[0]
-                recent = int(cur.execute(_sided(_RECENT, side), (sid, *extra, finished_since)).fetchone()[0])
+                recent = (
+                    -1
+                    if before is not None
+                    else int(cur.execute(_sided(_RECENT, side), (sid, *extra, finished_since)).fetchone()[0])
+                )
                 # In index order, sorted here: an ORDER BY makes SQLite walk every attempt of the series.
                 running = [
                     RunningAttempt(r[1], r[2], bool(r[3]), r[4], int(r[5] or 0))
@@ -188,8 +200,30 @@ class KeptTally:
                 limited = {r[0] for r in cur.execute(_sided(_RATE_LIMITED, side), (sid, *extra))}
             self._apply(cells, costs)
             self.seq = max(self.seq, 0 if seq is None else int(seq[0]))
+            if before is not None:
+                recent = max(0, self._ends - before)
+            if now is not None:
+                self._sample(now)
             times = FinishTimes(self._ends, None if first is None else float(first), finished_since, recent)
             return self._tally(running, times, limited)
+
+    def _ends_by(self, moment: float) -> int | None:
+        """The finish count of the latest sample taken at or before `moment` (older ones are let go), or None.
+
+        It may count a little less than finished by `moment` (the attempts that finished between that sample and
+        it), so the count since `moment` a little more: by one read's worth in a window of minutes. An attempt that
+        finished before the sample and runs again at the end takes one off."""
+        samples = self._samples
+        while len(samples) >= 2 and samples[1][0] <= moment:
+            samples.popleft()
+        return samples[0][1] if samples and samples[0][0] <= moment else None
+
+    def _sample(self, now: float) -> None:
+        samples = self._samples
+        if samples and now < samples[-1][0]:
+            samples.clear()  # the series' active clock went back: nothing kept is comparable
+        if not samples or now - samples[-1][0] >= _SAMPLE_EVERY_S:
+            samples.append((now, self._ends))
 
     def _apply(self, cells: list[tuple[Any, ...]], costs: list[tuple[Any, ...]]) -> None:
         touched: set[tuple[str, str]] = set()
@@ -318,8 +352,10 @@ class TallyCache:
         self._kept: dict[str, KeptTally] = {}
         self._lock = threading.Lock()
 
-    def read(self, db: Database, series_id: str, *, finished_since: float = 0.0) -> SeriesTally:
-        return self.kept(series_id).read(db, finished_since=finished_since)
+    def read(
+        self, db: Database, series_id: str, *, finished_since: float = 0.0, now: float | None = None
+    ) -> SeriesTally:
+        return self.kept(series_id).read(db, finished_since=finished_since, now=now)
 
     def kept(self, series_id: str) -> KeptTally:
         with self._lock:

@@ -280,10 +280,11 @@ def snapshot(
 ) -> dict[str, Any]:
     """The series as `series_get` shows it, read from its aggregates (the case rows read their attempts); with
     `tallies`, from the aggregates it keeps, brought up to date from the cells changed since its last read."""
-    since = active_now(s) - ETA_WINDOW_S
+    now = active_now(s)
+    since = now - ETA_WINDOW_S
     kept = tallies.kept(s.id) if tallies is not None else None
     tally = (
-        kept.read(store.db, finished_since=since)
+        kept.read(store.db, finished_since=since, now=now)
         if kept is not None
         else read_tally(store.db, s.id, finished_since=since)
     )
