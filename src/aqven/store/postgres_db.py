@@ -382,7 +382,9 @@ def _take_store(dsn: str, holder: str) -> psycopg.Connection[Any]:
     other = conn.execute(
         "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l"
         " JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted"
-        " AND l.classid = %s AND l.objid = %s",
+        " AND l.classid = %s AND l.objid = %s"
+        # an advisory lock is the database's own: the other stores of the same PostgreSQL server have theirs
+        " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         ((_SERVER_LOCK >> 32) & 0xFFFFFFFF, _SERVER_LOCK & 0xFFFFFFFF),
     ).fetchone()
     conn.close()

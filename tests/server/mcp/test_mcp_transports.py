@@ -158,11 +158,14 @@ async def test_an_agent_walks_the_loop_over_stdio(lumen: Path, tmp_path: Path) -
         state = await settle(agent, started["series"]["series_id"], include_cases=True)
         assert state["status"] == "done" and state["cases"] == [] and state["hidden_cases"] == 6
         verdict = state["verdict"]
-        assert verdict["verdict"] == "inconclusive" and verdict["text"].startswith("Inconclusive on 6 held-out cases")
+        # The held-out simulation draws its own seed: six cases decide nothing, or refute the bar (0.98, with a
+        # held-out case near 0.83) in an unlucky draw; never confirm it.
+        assert verdict["verdict"] in ("inconclusive", "refuted"), verdict
+        assert verdict["text"].startswith(f"{verdict['verdict'].capitalize()} on 6 held-out cases"), verdict
         assert state["finding"] and state["finding"].startswith("experiments/reply_overpromise_risk/findings/")
         findings_md = await agent.call("read_findings_md")
         assert findings_md["exists"] and "reply_overpromise_risk" in findings_md["text"]
-        assert [f["verdict"] for f in (await agent.call("list_findings"))["findings"]] == ["inconclusive"]
+        assert [f["verdict"] for f in (await agent.call("list_findings"))["findings"]] == [verdict["verdict"]]
 
         # It cannot see a held-out case: not in any answer, and not by opening a held-out attempt's run.
         from aqven.server.client import Client

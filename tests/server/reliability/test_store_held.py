@@ -22,18 +22,24 @@ from support.series_kit import wait_until
 pytestmark = pytest.mark.sqlite_only
 
 
-def test_a_second_server_on_the_same_store_is_refused_and_named(tmp_path: Path, pg_database: str) -> None:
+def test_a_second_server_on_the_same_store_is_refused_and_named(
+    tmp_path: Path, pg_database: str, postgres_dsn: str, request: pytest.FixtureRequest
+) -> None:
+    """A bystander holds another store of the same PostgreSQL server: the refusal names the holder of this one."""
     env = {**cli_env(), "AQVEN_STORE": pg_database}
     first_root = init_project(tmp_path / "first", "lumen")
     second_root = init_project(tmp_path / "second", "lumen")
-    with LiveServer(first_root, env) as first:
+    other_store = postgres.create_database(postgres_dsn)
+    request.addfinalizer(lambda: postgres.drop_database(postgres_dsn, other_store))
+    bystander = LiveServer(init_project(tmp_path / "bystander", "lumen"), {**env, "AQVEN_STORE": other_store})
+    with bystander, LiveServer(first_root, env) as first:
         assert first.get("/api/health").get("status") == "ok"
         out = aqven("serve", cwd=second_root, env=env, timeout=60)
         assert out.returncode == 2, out.stdout + out.stderr
         text = out.stdout + out.stderr
         assert "STORE_HELD" in text and "hint:" in text, text
         assert first.proc is not None and f"pid {first.proc.pid}" in text and socket.gethostname() in text, text
-        assert "aqven serve first" in text, text  # the holder's project folder
+        assert "aqven serve first" in text and "bystander" not in text, text  # the holder's project folder
         # With the store given on the command line, the same.
         bare = {k: v for k, v in env.items() if k != "AQVEN_STORE"}
         out = aqven("serve", "--store", pg_database, cwd=second_root, env=bare, timeout=60)
@@ -63,7 +69,8 @@ def _holders(dsn: str) -> list[str]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-            " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s",
+            " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s"
+            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
             ((_SERVER_LOCK >> 32) & 0xFFFFFFFF, _SERVER_LOCK & 0xFFFFFFFF),
         ).fetchall()
     return [str(r[0]) for r in rows]
