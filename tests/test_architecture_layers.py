@@ -106,10 +106,21 @@ def upward_imports(root: Path) -> list[str]:
     return found
 
 
+def _runs(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules importing `name` runs: what it imports, and the packages around each (importing a.b.c runs
+    a/__init__ and a/b/__init__ first, so a package's __init__ that imports back makes a cycle too) other than
+    the packages `name` itself is in, which are running already."""
+    out: set[str] = set()
+    for imp in imports_of(name, path, known):
+        parts = imp.target.split(".")
+        out.update(".".join(parts[:k]) for k in range(1, len(parts) + 1))
+    return {m for m in out if m in known and m != name and not name.startswith(m + ".")}
+
+
 def import_cycles(root: Path) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan), each as a list of names."""
     modules = modules_under(root)
-    graph = {n: sorted({i.target for i in imports_of(n, p, set(modules)) if i.target != n}) for n, p in modules.items()}
+    graph = {n: sorted(_runs(n, p, set(modules))) for n, p in modules.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -202,4 +213,21 @@ def test_a_cycle_hidden_in_a_function_is_caught(tmp_path: Path) -> None:
     }
     assert import_cycles(_tree(tmp_path, files)) == [["aqven.research.a", "aqven.research.b"]]
     files["research/b.py"] = "def thing(): ...\n"
+    assert import_cycles(_tree(tmp_path, files)) == []
+
+
+def test_a_cycle_through_a_package_s_init_is_caught(tmp_path: Path) -> None:
+    """Importing a.b runs a/__init__ first: a module of another package that imports a.b, while a/__init__ imports
+    (through a.c) that module, fails at import when it is imported first."""
+    files = {
+        "__init__.py": "",
+        "research/__init__.py": "",
+        "research/series/__init__.py": "from aqven.research.series.runner import Runner\n",
+        "research/series/attempt.py": "class Result: ...\n",
+        "research/series/runner.py": "from aqven.research.cluster import Pool\n",
+        "research/cluster.py": "from aqven.research.series.attempt import Result\n",
+    }
+    cycles = import_cycles(_tree(tmp_path, files))
+    assert cycles == [["aqven.research.cluster", "aqven.research.series", "aqven.research.series.runner"]]
+    files["research/series/runner.py"] = "class Runner: ...\n"
     assert import_cycles(_tree(tmp_path, files)) == []

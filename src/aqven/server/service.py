@@ -25,6 +25,8 @@ from aqven.project.loader import Project
 from aqven.project.local import simulate_enabled
 from aqven.project.schema import Case
 from aqven.project.watch import FINGERPRINT_EVERY_S, fingerprint
+from aqven.research.cluster.dispatch import cluster_pool
+from aqven.research.cluster.queue import cluster_wanted
 from aqven.research.diagnostics.workspace import loaded_diagnostics
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.findings.writing import regenerate
@@ -50,7 +52,8 @@ class ProjectService:
         self.warmed = threading.Event()  # `warm` ended (every server warms once, at its start)
         self._tasks: dict[str, asyncio.Task[RunRecord]] = {}
         self._engine: tuple[Workspace, Engine] | None = None
-        self.series = SeriesService(self.workspace, self.engine, self.runs, SeriesStore(self.db))
+        remote = cluster_pool if cluster_wanted() else None
+        self.series = SeriesService(self.workspace, self.engine, self.runs, SeriesStore(self.db), remote)
         self._unlisten: Callable[[], None] = lambda: None
 
     # ---- project ----

@@ -102,7 +102,7 @@ class ClusterPool:
                 if attempt.status != "queued" or n:  # handed out before (a restarted server, a person's answer)
                     status = await asyncio.to_thread(self._status, wf)
                     if status is not None and status[0] in _TERMINAL:
-                        state = status[1] or queue.ERROR
+                        state = status[1]
                         if state.split(" ", 1)[0] == queue.WAITING or state.startswith(queue.ERROR):
                             n += 1  # it ended waiting for a person who has answered since: a new hand-out goes on
                             continue
@@ -171,12 +171,12 @@ class ClusterPool:
             run_id,
         )
 
-    def _status(self, wf: str) -> tuple[str, str | None] | None:
+    def _status(self, wf: str) -> tuple[str, str] | None:
         found = self.client.list_workflows(workflow_ids=[wf], load_input=False)
         if not found:
             return None
-        out = found[0].output
-        return found[0].status, out if isinstance(out, str) else None
+        w = found[0]
+        return w.status, _state_of(w.status, w.output, w.error)
 
     def _wake(self) -> None:
         """Wake the workers (they poll the queue at its interval for a while after: node.HOT_S), at most once every
@@ -266,4 +266,18 @@ class ClusterPool:
             self.client.list_workflows, workflow_ids=old, status=list(_TERMINAL), load_input=False
         )
         for w in found:
-            self._settle(w.workflow_id, w.output if isinstance(w.output, str) else f"{queue.ERROR} {w.status}")
+            self._settle(w.workflow_id, _state_of(w.status, w.output, w.error))
+
+
+def cluster_pool(store: SeriesStore, concurrency: Callable[[], int]) -> ClusterPool:
+    """The runner's remote pool in cluster mode (research/series/workers.py: `RemotePool`)."""
+    return ClusterPool(store, getattr(store.db, "dsn", None), concurrency)
+
+
+def _state_of(status: str, output: object, error: BaseException | None) -> str:
+    """What an ended workflow says: its output, or the exception it raised (a worker whose store went away)."""
+    if isinstance(output, str):
+        return output
+    if error is not None:
+        return f"{queue.ERROR} {type(error).__name__}: {error}"
+    return f"{queue.ERROR} the attempt's workflow ended {status}"

@@ -178,9 +178,11 @@ class Node:
             self._hot_until = time.monotonic() + HOT_S
         self.ran += 1
         if not announced:
-            with self.store.db.transaction() as cur:
+            # PostgreSQL may be what failed: then the server's sweep reads the state from the workflow's output
+            with contextlib.suppress(Exception), self.store.db.transaction() as cur:
                 self.store.db.announce(cur, queue.CHANNEL, f"{workflow_id} {state}")
-        return state.split(" ", 1)[0]
+        # an error keeps its reason in the output, for a server that missed the announcement
+        return state if state.startswith(queue.ERROR) else state.split(" ", 1)[0]
 
     async def _attempt(self, wf: str, series_id: str, idx: int, run_id: str, announced: list[bool]) -> str:
         s = self._get_series(series_id)

@@ -29,8 +29,6 @@ from aqven.errors import NotFoundError
 from aqven.models import telemetry
 from aqven.models.gate import CpuGate, held
 from aqven.models.outcomes import PROVIDER_RATE_LIMITED, redact
-from aqven.research.cluster.dispatch import ClusterPool
-from aqven.research.cluster.queue import cluster_wanted
 from aqven.research.experiments.workspace import Workspace
 from aqven.research.holdout import is_sealed, reads_held_out
 from aqven.research.series.attempt import AttemptResult, dec, finish_row, internal_error, result_of_row, run_owned
@@ -38,7 +36,14 @@ from aqven.research.series.early import DECIDED_EARLY, EarlyStop, sequence_view
 from aqven.research.series.end import finalize
 from aqven.research.series.fill import AttemptFill
 from aqven.research.series.view import refresh_sealed_view
-from aqven.research.series.workers import WORKER_LOST, RaisedInWorker, WorkerDied, WorkerPool
+from aqven.research.series.workers import (
+    WORKER_LOST,
+    AttemptPool,
+    RaisedInWorker,
+    RemotePool,
+    WorkerDied,
+    WorkerPool,
+)
 from aqven.research.stats.series_verdict import compute_verdict
 from aqven.store.runs import RunStore, new_id, now_iso
 from aqven.store.series import SeriesStore
@@ -139,9 +144,15 @@ def _sets_reserve(outcome: str | None, cost: Decimal) -> bool:
 
 class SeriesRunner:
     def __init__(
-        self, workspace: Callable[[], Workspace], engine: Callable[[], Engine], runs: RunStore, store: SeriesStore
+        self,
+        workspace: Callable[[], Workspace],
+        engine: Callable[[], Engine],
+        runs: RunStore,
+        store: SeriesStore,
+        remote: RemotePool | None = None,
     ) -> None:
         self._ws = workspace
+        self._remote = remote  # cluster mode (`aqven serve --cluster`): attempts go to the store's `aqven worker`s
         self._engine = engine
         self.runs = runs
         self.store = store
@@ -162,8 +173,8 @@ class SeriesRunner:
         self.gate: CpuGate | None = None if os.environ.get("AQVEN_CPU_GATE", "").lower() == "off" else CpuGate()
         if self.gate is not None:  # a write waits for the attempts' CPU phases to join it (store/group_commit.py)
             store.db.group.hold = self.gate.busy
-        self._workers: WorkerPool | ClusterPool | None = None
-        self._retired: list[WorkerPool | ClusterPool] = []  # pools of an earlier `workers` setting, closed once idle
+        self._workers: AttemptPool | None = None
+        self._retired: list[AttemptPool] = []  # pools of an earlier `workers` setting, closed once idle
 
     # ---- control ----
 
@@ -422,13 +433,12 @@ class SeriesRunner:
             task.add_done_callback(lambda _task: bell.set())
         return task
 
-    def _pool(self) -> WorkerPool | ClusterPool | None:
+    def _pool(self) -> AttemptPool | None:
         """The worker processes attempts run in (`workers` in aqven.yaml), or None: they run in this process. In
         cluster mode (`aqven serve --cluster`), the `aqven worker`s of the shared store (research/cluster)."""
-        if cluster_wanted():
-            if not isinstance(self._workers, ClusterPool):
-                dsn = getattr(self.store.db, "dsn", None)
-                self._workers = ClusterPool(self.store, dsn, lambda: self._ws().project.config.concurrency)
+        if self._remote is not None:
+            if self._workers is None:
+                self._workers = self._remote(self.store, lambda: self._ws().project.config.concurrency)
             return self._workers
         size = self._ws().project.config.workers
         if self._workers is not None and self._workers.size != size:
@@ -441,7 +451,7 @@ class SeriesRunner:
         return self._workers
 
     async def _in_worker(
-        self, pool: WorkerPool | ClusterPool, s: SeriesRow, attempt: AttemptRow, run_id: str
+        self, pool: AttemptPool, s: SeriesRow, attempt: AttemptRow, run_id: str
     ) -> AttemptResult | None:
         """Run the attempt in a worker, which claims it and writes its end (None: it was not queued any more); a
         worker that dies under it (killed, crashed) is replaced and the attempt resumed from its run's last finished

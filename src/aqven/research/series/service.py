@@ -19,6 +19,7 @@ from aqven.research.series.reads import rereads
 from aqven.research.series.runner import SeriesRunner
 from aqven.research.series.start import SeriesStartBody, prepare_series
 from aqven.research.series.view import snapshot
+from aqven.research.series.workers import RemotePool
 from aqven.store.approvals import Approver, transition_recorded
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
@@ -39,13 +40,18 @@ class SeriesConflict(StateConflictError):
 
 class SeriesService:
     def __init__(
-        self, workspace: Callable[[], Workspace], engine: Callable[[], Engine], runs: RunStore, store: SeriesStore
+        self,
+        workspace: Callable[[], Workspace],
+        engine: Callable[[], Engine],
+        runs: RunStore,
+        store: SeriesStore,
+        remote: RemotePool | None = None,
     ) -> None:
         self.workspace = workspace
         self.engine = engine
         self.runs = runs
         self.store = store
-        self.runner = SeriesRunner(workspace, engine, runs, store)
+        self.runner = SeriesRunner(workspace, engine, runs, store, remote)
         self._start_lock = asyncio.Lock()
         self._ended: dict[tuple[str, bool], tuple[SeriesRow, dict[str, Any]]] = {}
         self.tallies = TallyCache()  # a snapshot reads only the cells changed since the last one

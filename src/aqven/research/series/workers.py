@@ -33,10 +33,11 @@ from asyncio import AbstractEventLoop, Future, get_running_loop
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import aqven
 from aqven.research.series.attempt import AttemptResult
+from aqven.store.series import SeriesStore
 from aqven.store.series_records import AttemptRow, SeriesRow
 
 log = logging.getLogger("aqven.series")
@@ -212,6 +213,27 @@ class _Worker:
         """Alive and its pipe open: a worker whose stdout ended is dying (buried once surely gone, `_bury`), and
         work handed to it meanwhile would fail at once, again at each retry, until the attempt is lost."""
         return self.alive and not self.outbox.closed
+
+
+class AttemptPool(Protocol):
+    """Where attempts run outside the runner's loop: this machine's worker processes (`WorkerPool`), or the
+    `aqven worker`s of a shared store (research/cluster/dispatch.py: `ClusterPool`, whose `size` is -1)."""
+
+    size: int
+
+    async def run(self, s: SeriesRow, attempt: AttemptRow, run_id: str) -> AttemptResult | None: ...
+
+    async def ready(self, timeout: float = 60.0) -> bool: ...
+
+    def idle(self) -> bool: ...
+
+    def pids(self) -> list[int]: ...
+
+    def close(self) -> None: ...
+
+
+RemotePool = Callable[[SeriesStore, Callable[[], int]], AttemptPool]
+"""Makes the pool of another machine's workers, given the store and the project's `concurrency` (read when needed)."""
 
 
 class WorkerPool:
