@@ -15,8 +15,16 @@ VERSION_10_COLUMNS = (
 )
 
 
+def back_before_version_12(cur: Any) -> None:
+    """Version 12 (issue 31): the providers' limits and outage clocks shared by every process of a store."""
+    cur.execute("DROP TABLE provider_calls")
+    cur.execute("DROP TABLE provider_outages")
+    cur.execute("DELETE FROM schema_version WHERE version>=12")
+
+
 def back_before_version_11(cur: Any) -> None:
     """Version 11 (issue 31): the workers table and the worker an attempt ran on."""
+    back_before_version_12(cur)
     cur.execute("DROP TABLE workers")
     cur.execute("ALTER TABLE attempts DROP COLUMN worker")
     cur.execute("DELETE FROM schema_version WHERE version>=11")

@@ -7,13 +7,18 @@ restarting, a laptop's Wi-Fi, a single-slot local server being replaced. The eng
 clock per provider and base URL, shared by every attempt of every series, so an attempt that starts during an
 outage does not wait a whole new hold. Past the hold, calls fail as before: `PROVIDER_ERROR`, an
 infrastructure error. The first call that reaches the provider again ends the outage.
+
+On a shared store the clock is the database's (`use`, with store/provider_limits.py): an outage that one worker
+found is the one every worker holds its calls for, so a worker that meets it later does not start a new hold.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
+from typing import Protocol
 
 from aqven.models.outcomes import PROVIDER_ERROR, ModelCallError
 from aqven.project.local_servers import LOCAL_SERVERS
@@ -22,6 +27,36 @@ from aqven.project.schema import AgentSpec
 MAX_WAIT_S = 30.0
 _lock = threading.Lock()
 _down_since: dict[tuple[str, str], float] = {}
+
+
+class SharedOutages(Protocol):
+    """The outage clocks of every process of a shared store, kept in its database."""
+
+    def failing(self, key: str) -> float:
+        """A call to `key` found it unreachable: seconds since the outage began (0 when this call began it)."""
+        ...
+
+    def reached(self, key: str) -> None:
+        """A call reached `key`: its outage is over."""
+        ...
+
+
+_shared: SharedOutages | None = None
+
+
+def use(shared: SharedOutages | None) -> None:
+    """Keep the outage clocks in `shared` (every process of a shared store), or in this process again (None)."""
+    global _shared
+    _shared = shared
+
+
+def current() -> SharedOutages | None:
+    """Where the outage clocks are kept now: None for this process's memory."""
+    return _shared
+
+
+def _shared_key(key: tuple[str, str]) -> str:
+    return f"{key[0]} {key[1]}"
 
 
 def key_of(agent: AgentSpec) -> tuple[str, str]:
@@ -51,6 +86,15 @@ def outage_wait(agent: AgentSpec, tries: int, *, backoff_s: float, hold_s: float
     now = time.monotonic()
     with _lock:
         since = _down_since.setdefault(key, now)
+    shared = _shared
+    if shared is not None:  # the outage may have begun in another process: its clock is the one that counts
+        try:
+            since = now - shared.failing(_shared_key(key))
+        except Exception:  # the database is unreachable too: this process's own clock holds the call meanwhile
+            pass
+        else:
+            with _lock:
+                _down_since[key] = since
     left = hold_s - (now - since)
     if left <= 0:
         return None
@@ -59,8 +103,13 @@ def outage_wait(agent: AgentSpec, tries: int, *, backoff_s: float, hold_s: float
 
 def reached(agent: AgentSpec) -> None:
     """A call reached the provider: its outage, if any, is over."""
+    key = key_of(agent)
     with _lock:
-        _down_since.pop(key_of(agent), None)
+        was_down = _down_since.pop(key, None) is not None
+    shared = _shared
+    if was_down and shared is not None:  # only a process that saw the outage writes its end (one write, not one a call)
+        with contextlib.suppress(Exception):  # an end not written is forgotten once its row is stale
+            shared.reached(_shared_key(key))
 
 
 def down_for(agent: AgentSpec) -> float | None:

@@ -8,6 +8,10 @@ takes). Tokens are known only once a call has answered, so a call over the token
 which wait. One window per provider in the server process, shared by every series; simulated
 calls reach no provider and are not limited. With worker processes (`workers` in aqven.yaml) each process keeps
 its share of the limits (`share`), so together they stay within them.
+
+On a shared store every process of the project (the server, `aqven worker`s on other machines) keeps one window
+per provider together, in the database (`use`, with store/provider_limits.py): a static share would let workers
+that join, leave or die together exceed a limit, and idle one worker's share while another waits.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 WINDOW_S = 60.0
 
@@ -28,8 +33,39 @@ class _Window:
     calls: list[list[float]] = field(default_factory=list)  # [ended at (inf while running), tokens] per call
 
 
+class SharedWindows(Protocol):
+    """The windows of every process of a shared store, kept in its database."""
+
+    async def acquire(self, provider: str, *, rpm: int | None, tpm: int | None) -> object:
+        """Wait until a call to `provider` fits its limits across every process; returns the call's slot."""
+        ...
+
+    def record(self, slot: object, tokens: int) -> None:
+        """The call of `slot` ended having used `tokens` (it may be written a moment later)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _SharedSlot:
+    windows: SharedWindows
+    slot: object
+
+
+Slot = list[float] | _SharedSlot
 _windows: dict[str, _Window] = {}
 _share = 1  # how many processes split the limits (this one is one of them)
+_shared: SharedWindows | None = None
+
+
+def use(shared: SharedWindows | None) -> None:
+    """Keep the limits in `shared` (every process of a shared store), or in this process again (None)."""
+    global _shared
+    _shared = shared
+
+
+def current() -> SharedWindows | None:
+    """Where the limits are kept now: None for this process's memory."""
+    return _shared
 
 
 def share(processes: int) -> None:
@@ -46,11 +82,14 @@ def _prune(w: _Window, now: float) -> None:
     w.calls = [c for c in w.calls if c[0] > now - WINDOW_S]
 
 
-async def acquire(provider: str, *, rpm: int | None, tpm: int | None) -> list[float] | None:
+async def acquire(provider: str, *, rpm: int | None, tpm: int | None) -> Slot | None:
     """Wait until a call to `provider` fits its limits; returns the call's slot (give it to `record` when the
     call ended, however it ended)."""
     if rpm is None and tpm is None:
         return None
+    shared = _shared
+    if shared is not None:
+        return _SharedSlot(shared, await shared.acquire(provider, rpm=rpm, tpm=tpm))
     rpm, tpm = _part(rpm), _part(tpm)
     w = _windows.setdefault(provider, _Window())
     while True:
@@ -66,9 +105,11 @@ async def acquire(provider: str, *, rpm: int | None, tpm: int | None) -> list[fl
         await asyncio.sleep(max(min(min(c[0] for c in w.calls) + WINDOW_S - now, IN_FLIGHT_POLL_S), 0.01))
 
 
-def record(slot: list[float] | None, tokens: int) -> None:
+def record(slot: Slot | None, tokens: int) -> None:
     """A call ended, having used `tokens`: it counts against its provider's limits for one more window."""
-    if slot is not None:
+    if isinstance(slot, _SharedSlot):
+        slot.windows.record(slot.slot, tokens)
+    elif slot is not None:
         slot[0] = time.monotonic()
         slot[1] = float(tokens)
 

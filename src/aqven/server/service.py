@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import threading
 import time
@@ -35,6 +36,7 @@ from aqven.research.series.service import SeriesService
 from aqven.store.approvals import Approver
 from aqven.store.db import SERIES_CHANNEL
 from aqven.store.open import project_database
+from aqven.store.provider_limits import share_limits
 from aqven.store.records import RunRecord, RunRequest
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
@@ -44,6 +46,7 @@ class ProjectService:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.db = project_database(self.root)
+        self.limits = share_limits(self.db, f"server-{os.getpid()}")  # None on SQLite (the limits in memory)
         self.runs = RunStore(self.db)
         self._workspace: Workspace | None = None
         self._checked = 0.0
@@ -212,6 +215,8 @@ class ProjectService:
     def resume_interrupted(self) -> list[str]:
         """After a restart: finish runs and series a dead server left, and repair a stale FINDINGS.md."""
         regenerate(self.root)
+        if self.limits is not None:  # a dead server's calls in flight hold no provider's window any more
+            self.limits.settle_orphans()
         rows = self.db.query("SELECT id FROM runs WHERE status IN ('running', 'queued') AND series_id IS NULL")
         ids = [r["id"] for r in rows]
         for run_id in ids:
@@ -235,4 +240,6 @@ class ProjectService:
         await self.series.runner.shutdown()
         for task in list(self._tasks.values()):
             task.cancel()
+        if self.limits is not None:
+            self.limits.close()
         self.db.close()

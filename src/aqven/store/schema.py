@@ -13,7 +13,7 @@ import sqlite3
 
 from aqven.errors import DB_SCHEMA_NEWER, AqvenError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 MIGRATIONS: dict[int, str] = {
     1: """
@@ -287,6 +287,27 @@ MIGRATIONS: dict[int, str] = {
         ended_at TEXT
     );
     ALTER TABLE attempts ADD COLUMN worker TEXT;
+    """,
+    # A provider's rpm / tpm and its outage clock, shared by every process of a shared store (issue 31): each model
+    # call to a limited provider is a row from its start until a window after its end (`owner`: the process whose
+    # call it is, so a lost worker's calls in flight can be ended for it); an outage is a row per provider and base
+    # URL. Times are seconds of the database's clock, the one clock every machine sees. Used on PostgreSQL only
+    # (store/provider_limits.py); a SQLite store has one process, whose windows are in memory.
+    12: """
+    CREATE TABLE provider_calls (
+        id TEXT PRIMARY KEY,
+        provider TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        started REAL NOT NULL,
+        ended REAL,
+        tokens INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX provider_calls_window ON provider_calls (provider, ended);
+    CREATE TABLE provider_outages (
+        provider_key TEXT PRIMARY KEY,
+        down_since REAL NOT NULL,
+        last_failed REAL NOT NULL
+    );
     """,
 }
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aqven.store.db import Database
+from aqven.store.provider_limits import end_calls_of
 from aqven.store.runs import now_iso
 
 LIVE, LOST, REFUSED, STOPPED = "live", "lost", "refused", "stopped"
@@ -95,6 +96,7 @@ class WorkerStore:
                 "UPDATE workers SET state = ?, running = 0, ended_at = ? WHERE id = ? AND state = ?",
                 (STOPPED, now_iso(), worker_id, LIVE),
             )
+            end_calls_of(self.db, cur, worker_id)
 
     def declare_lost(self, worker_id: str, beats: int) -> bool:
         """Declare a worker lost if its heartbeat counter is still `beats`; True when this call did."""
@@ -103,7 +105,10 @@ class WorkerStore:
                 "UPDATE workers SET state = ?, ended_at = ? WHERE id = ? AND state = ? AND beats = ?",
                 (LOST, now_iso(), worker_id, LIVE, beats),
             )
-            return cur.rowcount == 1
+            if cur.rowcount != 1:
+                return False
+            end_calls_of(self.db, cur, worker_id)  # its calls in flight leave the providers' windows a window later
+            return True
 
     def get(self, worker_id: str) -> WorkerRow | None:
         r = self.db.query_one(f"SELECT {_COLUMNS} FROM workers WHERE id = ?", (worker_id,))

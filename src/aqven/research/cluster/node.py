@@ -33,13 +33,13 @@ from typing import Any
 
 from aqven import heap
 from aqven.errors import CLUSTER_NEEDS_POSTGRES, CLUSTER_UNAVAILABLE, WORKER_INPUTS_MISMATCH, AqvenError
-from aqven.models import rate_limit
 from aqven.models.gate import CpuGate, held
 from aqven.research.cluster import queue
 from aqven.research.series.attempt import AttemptResult, inputs_hash, run_owned
 from aqven.research.series.worker import Live
-from aqven.store.location import StoreLocation
+from aqven.store.location import StoreLocation, shown_dsn
 from aqven.store.open import open_database
+from aqven.store.provider_limits import share_limits
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import SeriesRow
@@ -97,6 +97,7 @@ class Node:
         self._last_beat = time.monotonic()
         self._hot_until = 0.0
         self._beats = WorkerStore(open_database(location))  # its own connection: a beat never waits for a write
+        share_limits(db, self.id)  # each provider's rpm / tpm and outage clock, with every other process's
 
     # ---- life ----
 
@@ -132,16 +133,12 @@ class Node:
 
     def beat_forever(self) -> None:
         """The heartbeat thread: a beat every BEAT_S; the process ends when its row is not live any more."""
-        checked = 0.0
         while True:
             try:
                 if not self._beats.beat(self.id, running=len(self.running), ran=self.ran):
                     row = self._beats.get(self.id)
                     _die(EXIT_LOST, f"the server declared this worker {row.state if row else 'gone'}: it stops")
                 self._last_beat = time.monotonic()
-                if self._last_beat - checked > 5 * BEAT_S:  # the providers' limits, shared by the live workers
-                    checked = self._last_beat
-                    rate_limit.share(len(self._beats.live()))
             except Exception as exc:
                 log.warning("heartbeat failed: %s", type(exc).__name__)
             time.sleep(BEAT_S)
@@ -331,7 +328,8 @@ async def serve(node: Node) -> None:
     _tune_queue_thread(_get_dbos_instance(), node)
     node.store.db.listen(queue.WAKE, node.woken)
     stranded = asyncio.ensure_future(_stranded_forever(node))
-    log.warning("worker %s on %s: %d slots, project %s, store %s", node.id, node.host, node.slots, node.root, node.dsn)
+    shown = shown_dsn(node.dsn)
+    log.warning("worker %s on %s: %d slots, project %s, store %s", node.id, node.host, node.slots, node.root, shown)
     print(f"aqven worker {node.id} ready: {node.slots} slots on {node.host}", file=sys.stderr, flush=True)
     try:
         await asyncio.Event().wait()

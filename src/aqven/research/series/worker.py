@@ -34,6 +34,7 @@ from aqven.research.experiments.workspace import Workspace
 from aqven.research.series.attempt import run_owned
 from aqven.research.series.workers import Outbox, read_pipe, write
 from aqven.store.open import project_database
+from aqven.store.provider_limits import share_limits
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import AttemptRow, SeriesRow
@@ -74,6 +75,7 @@ class Live:
 class Worker:
     def __init__(self, root: Path, out: Outbox) -> None:
         db = project_database(root)
+        share_limits(db)  # on a shared store, the providers' limits are every process's together (else `share`)
         self.runs = RunStore(db)
         self.store = SeriesStore(db)
         self.live = Live(root, self.runs)
