@@ -95,8 +95,9 @@ def example_of(schema: Any) -> Any:
 
 
 class FakeProvider:
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
         self.port = port  # 0: a free one; a fixed port lets a test bring a "restarted" server back on it
+        self.host = host  # the address it listens on (a test host's, support/netns.py)
         self.requests: list[RecordedRequest] = []
         self.default = FakeReply()
         self.models: dict[str, Any] = {"data": []}
@@ -111,7 +112,7 @@ class FakeProvider:
     @property
     def base_url(self) -> str:
         assert self._server is not None, "use FakeProvider as a context manager"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://{self.host}:{self._server.server_address[1]}/v1"
 
     def script(self, replies: list[FakeReply | str]) -> None:
         with self._lock:
@@ -126,7 +127,7 @@ class FakeProvider:
         class Handler(_Handler):
             fake = provider
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()

@@ -162,6 +162,10 @@ class Cluster:
     folder: Path
     bindir: Path
     port: int
+    host: str = "127.0.0.1"
+    """The address it listens on: loopback, or a test host's (support/netns.py)."""
+    inside: tuple[str, ...] = ()
+    """A command prefix that starts the server inside a test host's network (`ip netns exec NAME`)."""
 
     @property
     def data(self) -> Path:
@@ -174,18 +178,29 @@ class Cluster:
     @property
     def dsn(self) -> str:
         """The superuser's DSN to the `postgres` database (trust on loopback: no password)."""
-        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://{SUPERUSER}@{self.host}:{self.port}/postgres"
 
     @classmethod
-    def create(cls, *, durable: bool = False, bindir: Path | None = None) -> Cluster:
+    def create(
+        cls,
+        *,
+        durable: bool = False,
+        bindir: Path | None = None,
+        host: str = "127.0.0.1",
+        trust: str | None = None,
+        inside: tuple[str, ...] = (),
+    ) -> Cluster:
         """initdb a new cluster in a new temporary folder (not started). `durable=False` turns fsync,
         synchronous_commit and full_page_writes off for speed; crash tests that want them on pass True (an
-        immediate restart keeps committed data either way: the kernel still holds what was written)."""
+        immediate restart keeps committed data either way: the kernel still holds what was written).
+
+        `host`: the address to listen on (a test host's, with `inside` the prefix that runs pg_ctl in its network
+        namespace); `trust`: a network (CIDR) whose connections are trusted too, besides loopback."""
         bindir = bindir or _need_bindir()
         base = "/tmp" if os.geteuid() == 0 else None  # RUN_AS must reach it, and the socket path must stay short
         folder = Path(tempfile.mkdtemp(prefix="aqven-pg-", dir=base))
         _chown_to_owner(folder)
-        cluster = cls(folder=folder, bindir=bindir, port=free_port())
+        cluster = cls(folder=folder, bindir=bindir, port=free_port(), host=host, inside=inside)
         try:
             cluster._run(
                 [
@@ -202,7 +217,7 @@ class Cluster:
             )
             fsync = "on" if durable else "off"
             settings = {
-                "listen_addresses": "'127.0.0.1'",
+                "listen_addresses": f"'{host}'",
                 "unix_socket_directories": f"'{folder}'",
                 "max_connections": "200",
                 "fsync": fsync,
@@ -213,6 +228,9 @@ class Cluster:
                 conf.write("\n# the AQVEN tests' private cluster\n")
                 conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
                 conf.write("include_if_exists = 'port.conf'\n")
+            if trust:
+                with open(cluster.data / "pg_hba.conf", "a") as hba:
+                    hba.write(f"host all all {trust} trust\n")
             cluster._write_port()
             (folder / "owners.json").write_text(json.dumps({"owners": []}))
         except BaseException:
@@ -224,18 +242,20 @@ class Cluster:
     def at(cls, folder: Path) -> Cluster:
         """The cluster of an existing folder (as `save` left it)."""
         info = json.loads((folder / "cluster.json").read_text())
-        return cls(folder=folder, bindir=Path(info["bindir"]), port=int(info["port"]))
+        host = str(info.get("host", "127.0.0.1"))
+        return cls(folder=folder, bindir=Path(info["bindir"]), port=int(info["port"]), host=host)
 
     def save(self) -> None:
-        (self.folder / "cluster.json").write_text(json.dumps({"bindir": str(self.bindir), "port": self.port}))
+        info = {"bindir": str(self.bindir), "port": self.port, "host": self.host}
+        (self.folder / "cluster.json").write_text(json.dumps(info))
 
     def _write_port(self) -> None:
         (self.data / "port.conf").write_text(f"port = {self.port}\n")
         self.save()
 
-    def _run(self, cmd: list[str], what: str, timeout: float = 120) -> None:
+    def _run(self, cmd: list[str], what: str, timeout: float = 120, inside: bool = False) -> None:
         out = subprocess.run(
-            _as_owner(cmd),
+            [*(self.inside if inside else ()), *_as_owner(cmd)],
             cwd=self.folder,
             env=_env(),
             stdin=subprocess.DEVNULL,
@@ -247,15 +267,17 @@ class Cluster:
             log = self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
             raise RuntimeError(f"{what} failed ({out.returncode}): {out.stdout}{out.stderr}\n{log}".rstrip())
 
-    def _pg_ctl(self, *args: str, what: str) -> None:
-        self._run([str(self.bindir / "pg_ctl"), "--pgdata", str(self.data), "--log", str(self.log), *args], what)
+    def _pg_ctl(self, *args: str, what: str, inside: bool = False) -> None:
+        """pg_ctl; `inside`: in the cluster's test host (a start: the server must listen on its network)."""
+        cmd = [str(self.bindir / "pg_ctl"), "--pgdata", str(self.data), "--log", str(self.log), *args]
+        self._run(cmd, what, inside=inside)
 
     def start(self) -> None:
         """Start the server and wait until it accepts connections. The first start picks another free port if
         someone took this one meanwhile."""
         for attempt in range(5):
             try:
-                self._pg_ctl("--wait", "--timeout=60", "start", what="pg_ctl start")
+                self._pg_ctl("--wait", "--timeout=60", "start", what="pg_ctl start", inside=True)
                 return
             except RuntimeError as e:
                 if attempt == 4 or ("could not bind" not in str(e) and "already in use" not in str(e)):
@@ -271,7 +293,9 @@ class Cluster:
     def restart_immediate(self) -> None:
         """A crash and a restart: `pg_ctl restart -m immediate` (no shutdown checkpoint; recovery replays the
         WAL), back when it accepts connections again, on the same port."""
-        self._pg_ctl("--wait", "--timeout=60", "--mode=immediate", "restart", what="pg_ctl restart -m immediate")
+        self._pg_ctl(
+            "--wait", "--timeout=60", "--mode=immediate", "restart", what="pg_ctl restart -m immediate", inside=True
+        )
 
     def running(self) -> bool:
         if not self.data.exists():

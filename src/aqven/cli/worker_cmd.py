@@ -65,13 +65,24 @@ def worker(
     try:
         run_worker(root, dsn, name=name, slots=slots)
     except AqvenError as err:
+        from aqven.errors import STORE_UNAVAILABLE
+        from aqven.research.cluster.node import EXIT_CUT_OFF
+
+        if err.code == STORE_UNAVAILABLE and os.environ.get(RESTARTED_ENV):
+            fail(err, EXIT_CUT_OFF)  # started again after the store went out of reach, still out: try again
         fail(err)
+
+
+RESTARTED_ENV = "AQVEN_WORKER_RESTARTED"
+"""Set in a worker process the supervisor started again: one that still cannot reach the store exits as cut off."""
 
 
 def _supervise() -> int:
     """Run the worker in a child process, and start it again (a new executor) when it stopped itself because the
-    store was out of reach or the server declared it lost; not when it refused the project's files, nor when it was
-    interrupted. The child dies with this process (node.py binds it)."""
+    store was out of reach or the server declared it lost, and again while the store stays out of reach (a cable
+    pulled for longer than the fence: tests/research/cluster/test_cluster_hosts.py); not when it refused the
+    project's files, nor when it was interrupted, nor when the store could not be reached at the first start (a wrong
+    --store). The child dies with this process (node.py binds it)."""
     import signal
     import subprocess
     import sys
@@ -92,6 +103,7 @@ def _supervise() -> int:
         if code not in (EXIT_CUT_OFF, EXIT_LOST):
             return code
         console.print(f"aqven worker: stopped itself (exit {code}); starting again in 2 s", markup=False)
+        env[RESTARTED_ENV] = "1"  # the store was reached before: an unreachable one is waited for, not a failure
         time.sleep(2.0)
 
 

@@ -1,7 +1,7 @@
 """`aqven worker`s on loopback (issue 31): a real `aqven serve --cluster` process and two `aqven worker` processes on a
 real PostgreSQL store (the private cluster of tests/support/postgres.py; these tests need PostgreSQL, and skip only
-where AQVEN_TEST_NO_POSTGRES=1 says it cannot be had). The machines are processes on this one: the network
-namespaces of the issue's multi-host test are not built yet.
+where AQVEN_TEST_NO_POSTGRES=1 says it cannot be had). The machines are processes on this one, on loopback; the
+same on hosts of their own (network namespaces, a worker's cable pulled) is test_cluster_hosts.py.
 
 Checked: every attempt of a series runs once (one run each, none asked of a model twice), each attempt says which
 worker ran it, a SIGKILLed worker is declared lost and the attempts it held finish on the other within 30 s, and a
