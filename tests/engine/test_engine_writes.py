@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sqlite3
 from pathlib import Path
 from typing import Any, cast
 
@@ -195,3 +196,28 @@ async def test_a_new_run_reads_none_of_its_events_back(tmp_path: Path) -> None:
     # begun again once done, it is its record (a resume reads the run back: `begin`)
     resumed = engine.begin(run_id)
     assert resumed == record
+
+
+async def test_a_run_whose_first_transaction_did_not_commit_still_ends_on_record(tmp_path: Path) -> None:
+    """The store's connection lost at the commit that carried a new run's creation (PostgreSQL restarted): its held
+    writes are held again, so the run ends failed with the reason, on record, not as a run that is not there."""
+    engine, runs, other = _engine(tmp_path, {"ask": 0.0})
+    request = RunRequest(flow_id="chain", input={"q": "hi"})
+    run_id = new_id("run")
+    begun = engine.begin_new(run_id, request, [runs.creating(request, run_id)])
+    commit = runs.db._commit
+    failed: list[str] = []
+
+    def lost_once(cur: Any) -> None:
+        if not failed:
+            failed.append("COMMIT")
+            raise sqlite3.OperationalError("server closed the connection unexpectedly")
+        commit(cur)
+
+    runs.db._commit = lost_once  # type: ignore[method-assign]
+    record = await engine.proceed(begun)
+    assert failed
+    assert record.status == "failed" and record.outcome == "infra"
+    assert record.error is not None and "server closed the connection" in record.error.message
+    kept = other.get(run_id)  # on record for every other process
+    assert kept.status == "failed" and next(e.kind for e in other.events(run_id)) == "run_start"

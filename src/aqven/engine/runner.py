@@ -242,23 +242,49 @@ class Engine:
         for write in self._held.pop(run_id, ()):
             write()
 
+    def _taken(self, run_id: str) -> tuple[list[Callable[[], object]], bool]:
+        """What `_flush` is about to write, to be held again (`_unflush`) if its transaction does not commit."""
+        return list(self._held.get(run_id, ())), run_id in self._paid
+
+    def _unflush(self, run_id: str, taken: tuple[list[Callable[[], object]], bool]) -> None:
+        """The transaction that wrote the run's held writes did not commit (the store's connection was lost, a write
+        of it failed): they are held again, ahead of what was held since, so that the run's next write (its failure,
+        at the least) still writes its creation and its claim first, and never writes about a run that is not there."""
+        writes, paid = taken
+        if writes:
+            self._held[run_id] = [*writes, *self._held.get(run_id, ())]
+        if paid:
+            self._paid.add(run_id)
+
     async def _committed(self, run_id: str, write: Callable[[], T]) -> T:
         """The run's held writes and `write`, committed together with what other runs of this process write
         meanwhile (store/group_commit.py): the run goes on once they are on record, and waits without the CPU gate."""
+        taken: list[tuple[list[Callable[[], object]], bool]] = []
 
         def together() -> T:
+            taken.append(self._taken(run_id))
             self._flush(run_id)
             return write()
 
-        async with gate.released():
-            return await self.runs.db.grouped(together)
+        try:
+            async with gate.released():
+                return await self.runs.db.grouped(together)
+        except Exception:
+            if taken:
+                self._unflush(run_id, taken[-1])
+            raise
 
     @contextlib.contextmanager
     def _write(self, run_id: str) -> Iterator[None]:
         """One transaction for the run's held writes and the block's."""
-        with self.runs.db.batch():
-            self._flush(run_id)
-            yield
+        taken = self._taken(run_id)
+        try:
+            with self.runs.db.batch():
+                self._flush(run_id)
+                yield
+        except Exception:
+            self._unflush(run_id, taken)
+            raise
 
     def _event(self, run_id: str, kind: str, path: str | None, data: dict[str, Any]) -> None:
         with self._write(run_id):
