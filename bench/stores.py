@@ -70,6 +70,28 @@ def cpu_with_children_s(pid: int) -> float:
     return total / TICK
 
 
+def tree_cpu_s(roots: list[int]) -> float:
+    """CPU seconds of the processes `roots` and all their live descendants, each with its exited (waited-for)
+    children (one /proc scan: a daemon's workers and their own children are counted too)."""
+    kids: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            st = _stat(int(entry.name))
+            if st is not None:
+                stats[int(entry.name)] = st
+                kids.setdefault(int(st[1]), []).append(int(entry.name))
+    total, todo, seen = 0, list(roots), set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen or pid not in stats:
+            continue
+        seen.add(pid)
+        total += sum(int(x) for x in stats[pid][11:15])  # utime stime cutime cstime
+        todo.extend(kids.get(pid, []))
+    return total / TICK
+
+
 def _threads() -> list[int]:
     return [int(t) for t in os.listdir("/proc/self/task")]
 
