@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 from support.cluster_hosts import ENDED, Hosts, Worker, rows
 from support.fake_provider import FakeProvider, FakeReply, RecordedRequest
 from support.fault_soak import EXPERIMENT, prompt_of, server_env, write_project
+from support.kill_soak import baseline as unkilled_series
 
 COST = "0.0010"
 WINDOW_S = 60.0
@@ -102,25 +103,9 @@ def write(root: Path, *, cases: int, repeats: int, concurrency: int, rpm: int, c
 
 
 async def _baseline(root: Path, seed: int, limit_s: float) -> dict[str, Any]:
-    from aqven.research.series.start import SeriesStartBody
-    from aqven.server.service import ProjectService
-
-    svc = ProjectService(root)
-    try:
-        out = await svc.series.start(
-            SeriesStartBody.model_validate({"experiment_id": EXPERIMENT, "on": "dev", "seed": seed})
-        )
-        sid = out["series"]["series_id"]
-        deadline = time.monotonic() + limit_s
-        state = await svc.series.get(sid, wait_seconds=20)
-        while state["status"] not in ENDED:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the unkilled series did not finish in time")
-            state = await svc.series.get(sid, wait_seconds=20)
-        attempts = {(a.case_name, a.rep, a.variant_id): (a.outcome, a.value) for a in svc.series.store.attempts(sid)}
-        return {"state": state, "attempts": attempts}
-    finally:
-        await svc.shutdown()
+    """The unkilled series (tests/support/kill_soak.py), each attempt's outcome and value by case, repeat, variant."""
+    out = await unkilled_series(root, seed=seed, limit_s=limit_s, simulate=False)
+    return {"state": out["state"], "attempts": {k: (v[1], v[2]) for k, v in out["attempts"].items()}}
 
 
 def baseline(root: Path, *, seed: int, latency: float, limit_s: float) -> tuple[dict[str, Any], float]:

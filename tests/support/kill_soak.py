@@ -139,15 +139,18 @@ class PgStores:
     log: Path | None = None  # PostgreSQL's server log, where readable
 
 
-async def baseline(root: Path, *, seed: int, limit_s: float) -> dict[str, Any]:
-    """The same series, uninterrupted, in-process (same experiment, cases, repeats and seed)."""
+async def baseline(root: Path, *, seed: int, limit_s: float, simulate: bool = True) -> dict[str, Any]:
+    """The same series, uninterrupted, in-process (same experiment, cases, repeats and seed); `simulate` off for a
+    project whose agents call a (fake) provider."""
     from aqven.research.series.start import SeriesStartBody
     from aqven.server.service import ProjectService
 
     svc = ProjectService(root)
     try:
         out = await svc.series.start(
-            SeriesStartBody.model_validate({"experiment_id": EXPERIMENT, "on": "dev", "simulate": True, "seed": seed})
+            SeriesStartBody.model_validate(
+                {"experiment_id": EXPERIMENT, "on": "dev", "simulate": simulate, "seed": seed}
+            )
         )
         sid = out["series"]["series_id"]
         deadline = time.monotonic() + limit_s
