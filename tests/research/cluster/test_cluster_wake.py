@@ -38,8 +38,7 @@ def test_enqueueing_and_resuming_an_attempt_wake_the_workers(pg_database: str) -
         options: Any = {"queue_name": queue.QUEUE, "workflow_name": queue.WORKFLOW, "workflow_id": "s:1:r"}
         client.enqueue(options, "s", 1, "r")
         assert _heard(listener, 2.0) == [queue.WAKE]
-        elsewhere: Any = {**options, "queue_name": "another", "workflow_id": "x"}
-        client.enqueue(elsewhere, "s", 2, "r")
+        client.enqueue({**options, "queue_name": "another", "workflow_id": "x"}, "s", 2, "r")
         assert _heard(listener, 1.0) == []
         with psycopg.connect(pg_database, autocommit=True) as conn:  # dequeued by a worker, which then was lost
             conn.execute("UPDATE dbos.workflow_status SET status = 'PENDING' WHERE workflow_uuid = 's:1:r'")
