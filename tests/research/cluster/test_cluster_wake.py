@@ -5,7 +5,6 @@ on a real PostgreSQL database; a workflow of another queue wakes nobody."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 
@@ -35,10 +34,10 @@ def test_enqueueing_and_resuming_an_attempt_wake_the_workers(pg_database: str) -
     client.register_queue("another", polling_interval_sec=1.0, on_conflict="always_update")
     with psycopg.connect(pg_database, autocommit=True) as listener:
         listener.execute(f"LISTEN {queue.WAKE}")
-        options: Any = {"queue_name": queue.QUEUE, "workflow_name": queue.WORKFLOW, "workflow_id": "s:1:r"}
-        client.enqueue(options, "s", 1, "r")
+        options = {"queue_name": queue.QUEUE, "workflow_name": queue.WORKFLOW, "workflow_id": "s:1:r"}
+        client.enqueue(options, "s", 1, "r")  # type: ignore[arg-type]
         assert _heard(listener, 2.0) == [queue.WAKE]
-        client.enqueue({**options, "queue_name": "another", "workflow_id": "x"}, "s", 2, "r")
+        client.enqueue({**options, "queue_name": "another", "workflow_id": "x"}, "s", 2, "r")  # type: ignore[arg-type]
         assert _heard(listener, 1.0) == []
         with psycopg.connect(pg_database, autocommit=True) as conn:  # dequeued by a worker, which then was lost
             conn.execute("UPDATE dbos.workflow_status SET status = 'PENDING' WHERE workflow_uuid = 's:1:r'")
