@@ -7,8 +7,8 @@ enqueued on the DBOS queue once, under its workflow id (enqueueing again is a no
 store's LISTEN channel (or read from the workflow's output when a notification was missed: `_sweep`).
 
 The runner holds the project's `concurrency` (DBOS's own global limit is off: queue.DBOS_LIMIT). The workers poll
-the queue when woken (queue.WAKE, sent by a trigger in each enqueue's transaction: queue.migrate) or when an attempt
-of theirs ends, and once a second otherwise: what an idle worker costs is its polls (bench/cluster.py).
+the queue often only while woken (queue.WAKE, sent at most once a second while attempts are handed out), and once a
+second otherwise: what an idle worker costs is its polls (bench/cluster.py).
 
 A worker whose heartbeat counter has not moved for LOST_AFTER_S (on this server's clock) is declared lost, and the
 workflows DBOS still holds as PENDING on its executor are put back on the queue (`DBOSClient.resume_workflow`), where
@@ -41,6 +41,8 @@ WATCH_S = 1.0
 """How often the server looks at the workers' heartbeats."""
 SWEEP_S = 5.0
 """How often attempts out for that long are looked up in DBOS (an end whose notification was missed)."""
+WAKE_EVERY_S = 1.0
+"""While attempts are handed out, the workers are woken (queue.WAKE) at most this often."""
 _TERMINAL = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
 
@@ -80,6 +82,7 @@ class ClusterPool:
         self._sent: dict[str, float] = {}  # workflow id → when it was handed out (monotonic)
         self._seen: dict[str, tuple[int, float]] = {}  # worker id → (heartbeat counter, when it last moved)
         self._recovered: set[str] = set()  # executors whose workflows were put back on the queue
+        self._woken = 0.0  # when the workers were last woken (monotonic)
         self._closed = False
         self._stop_listening = store.db.listen(queue.CHANNEL, self._heard)
         self._watch = self._loop.create_task(self._watch_forever())
@@ -93,6 +96,7 @@ class ClusterPool:
             future: Future[str] = self._loop.create_future()
             self._waiting[wf] = future
             self._sent[wf] = time.monotonic()
+            self._wake()
             try:
                 await asyncio.to_thread(self._enqueue, wf, s.id, attempt.idx, run_id)
                 if attempt.status != "queued" or n:  # handed out before (a restarted server, a person's answer)
@@ -173,6 +177,18 @@ class ClusterPool:
             return None
         w = found[0]
         return w.status, _state_of(w.status, w.output, w.error)
+
+    def _wake(self) -> None:
+        """Wake the workers (they poll the queue at its interval for a while after: node.HOT_S), at most once every
+        WAKE_EVERY_S while attempts are handed out."""
+        now = time.monotonic()
+        if now - self._woken > WAKE_EVERY_S:
+            self._woken = now
+            self._loop.run_in_executor(None, self._announce_wake)
+
+    def _announce_wake(self) -> None:
+        with contextlib.suppress(Exception), self.store.db.transaction() as cur:
+            self.store.db.announce(cur, queue.WAKE, "")
 
     # ---- what the workers say ----
 

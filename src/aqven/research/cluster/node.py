@@ -61,8 +61,6 @@ HOT_S = 3.0
 the server last woke it (queue.WAKE); otherwise once every queue.IDLE_POLL_S."""
 QUEUE_ROW_S = 5.0
 """How often a worker reads the queue's settings again."""
-MIN_GAP_S = 0.002
-"""DBOS's own wait between a wake-up and the poll it makes (`_tune_queue_thread`)."""
 
 
 def _die(code: int, message: str) -> None:
@@ -98,7 +96,6 @@ class Node:
         self._verified: dict[str, str] = {}  # series id → the inputs hash found equal to it (files unchanged)
         self._last_beat = time.monotonic()
         self._hot_until = 0.0
-        self.wake = threading.Event()  # the queue thread polls now (`_tune_queue_thread`)
         self._beats = WorkerStore(open_database(location))  # its own connection: a beat never waits for a write
         share_limits(db, self.id)  # each provider's rpm / tpm and outage clock, with every other process's
 
@@ -158,7 +155,6 @@ class Node:
 
     def woken(self, _payload: str) -> None:
         self._hot_until = time.monotonic() + HOT_S
-        self.wake.set()
 
     # ---- one attempt ----
 
@@ -177,7 +173,6 @@ class Node:
         finally:
             self.running.discard(workflow_id)
             self._hot_until = time.monotonic() + HOT_S
-            self.wake.set()  # a slot is free: an attempt queued while every slot here was taken is taken now
         self.ran += 1
         if not announced:
             # PostgreSQL may be what failed: then the server's sweep reads the state from the workflow's output
@@ -264,37 +259,43 @@ async def _stranded_forever(node: Node) -> None:
 
 
 def _tune_queue_thread(dbos: Any, node: Node) -> None:
-    """Where AQVEN reaches into DBOS's insides (`get_queue`, a method of its system database that DBOS's queue thread
-    calls before each poll; DBOS is pinned to 3.4.x, and tests/research/cluster runs through it): the queue's row is
-    read once every QUEUE_ROW_S instead of at every poll, with this worker's own `slots` as its per-worker limit (DBOS
-    keeps one per queue, for every worker), and in the queue thread the call waits until the worker is woken: an
-    attempt queued (queue.WAKE, sent by a trigger on DBOS's table, so in the enqueue's own transaction), one of its
-    own attempts ended (a slot is free), or queue.POLL_S while hot and queue.IDLE_POLL_S otherwise, whichever comes
-    first. DBOS's own wait after it is then MIN_GAP_S: a queued attempt is taken in milliseconds rather than half a
-    polling interval, and a worker with nothing to do polls once every IDLE_POLL_S.
+    """Where AQVEN reaches into DBOS's insides (two methods of its system database that DBOS's queue thread calls at
+    each poll; DBOS is pinned to 3.4.x, and tests/research/cluster runs through both):
+
+    * `get_queue`, the queue's row read again at every poll: read once every QUEUE_ROW_S instead, with this worker's
+      own `slots` as its per-worker limit (DBOS keeps one per queue, for every worker);
+    * `dequeue_scopes`, where a poll begins: a worker that is not hot (no attempt running or woken in the last HOT_S)
+      skips its poll but once every IDLE_POLL_S, so an idle worker costs a wake-up of a thread, not a transaction,
+      20 times a second.
     """
     sys_db = dbos._sys_db
     read = sys_db.get_queue
+    scopes = sys_db.dequeue_scopes
     kept: list[Any] = [None, 0.0]
-    poller = f"queue-worker-{queue.QUEUE}"  # DBOS's name for the queue's thread
+    last = [0.0]
 
     def get_queue(name: str, **kw: Any) -> Any:
         if name != queue.QUEUE or kw:
             return read(name, **kw)
-        if threading.current_thread().name == poller:
-            node.wake.wait(queue.POLL_S if node.hot(time.monotonic()) else queue.IDLE_POLL_S)
-            node.wake.clear()
         now = time.monotonic()
         if kept[0] is None or now - kept[1] > QUEUE_ROW_S:
             q = read(name)
             if q is None:
                 return None
             q._worker_concurrency = node.slots
-            q._polling_interval_sec = MIN_GAP_S
             kept[0], kept[1] = q, now
         return kept[0]
 
+    def dequeue_scopes(name: str) -> Any:
+        if name == queue.QUEUE:
+            now = time.monotonic()
+            if not node.hot(now) and now - last[0] < queue.IDLE_POLL_S:
+                return []
+            last[0] = now
+        return scopes(name)
+
     sys_db.get_queue = get_queue
+    sys_db.dequeue_scopes = dequeue_scopes
 
 
 async def serve(node: Node) -> None:

@@ -34,10 +34,8 @@ CLUSTER_ENV = "AQVEN_CLUSTER"
 WAKE = "aqven_attempts_queued"
 """The channel the server wakes its workers on while it hands out attempts (node.py: they poll often for a while)."""
 
-POLL_S = float(os.environ.get("AQVEN_CLUSTER_POLL_S", "0.25"))
-"""How often a hot worker (attempts running, or woken lately) looks at the queue when nothing woke it: a queued
-attempt wakes every worker at once (`WAKE`, by the trigger `migrate` makes) and an ended one its own worker, so this
-is only what a missed notification costs."""
+POLL_S = float(os.environ.get("AQVEN_CLUSTER_POLL_S", "0.05"))
+"""The queue's polling interval in DBOS: how often a woken worker looks at the queue."""
 IDLE_POLL_S = 1.0
 """How often a worker that was not woken lately looks all the same (a wake-up it missed costs at most this)."""
 
@@ -75,26 +73,6 @@ def migrate(dsn: str) -> None:
     from dbos import DBOS
 
     DBOS.migrate(sa_url(dsn))
-    _make_wake_trigger(dsn)
-
-
-_WAKE_TRIGGER = (
-    f"""CREATE OR REPLACE FUNCTION dbos.aqven_wake() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN PERFORM pg_notify('{WAKE}', ''); RETURN NULL; END $$""",
-    f"""CREATE OR REPLACE TRIGGER aqven_wake AFTER INSERT OR UPDATE OF status ON dbos.workflow_status
-    FOR EACH ROW WHEN (NEW.status = 'ENQUEUED' AND NEW.queue_name = '{QUEUE}') EXECUTE FUNCTION dbos.aqven_wake()""",
-)
-
-
-def _make_wake_trigger(dsn: str) -> None:
-    """An attempt queued (enqueued, or put back by a recovery) wakes the workers in the transaction that queued it:
-    no poll to wait for, and no statement of the server's own."""
-    from aqven.store.postgres_db import connect
-
-    with connect(dsn) as conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (0x41510002,))  # server and workers may migrate at once
-        for statement in _WAKE_TRIGGER:
-            conn.execute(statement)
 
 
 def ended_payload(out: Any) -> str:
