@@ -35,7 +35,6 @@ fi
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 .venv/bin/mypy
-# Three pytest workers on the CI machine's two cores, each taking whole test files (a file's fixtures, such as
-# a browser or a server, stay in one process): many tests wait on server, worker and PostgreSQL processes (kills,
-# restarts, a cut link), so a third overlaps those waits: 1,782 tests took 15 min 4 s on three, 17 min 40 s on two.
-exec .venv/bin/pytest -q -n "${AQVEN_TEST_WORKERS:-3}" --dist loadfile "$@"
+# Two pytest workers, one per core of the CI machine, each taking whole test files (a file's fixtures, such as
+# a browser or a server, stay in one process): the suite took 18 minutes on one, about 8 on two.
+exec .venv/bin/pytest -q -n "${AQVEN_TEST_WORKERS:-2}" --dist loadfile "$@"
