@@ -44,6 +44,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from aqven.server.lifecycle import pid_alive
+
 PREFIX = "aqvn"
 """Every namespace this module makes is named `aqvn-PID-…` and the observer's link `aqvnPID`."""
 SUBNETS = "10.231"
@@ -63,16 +65,6 @@ def _ip(*args: str, check: bool = True, timeout: float = 30) -> subprocess.Compl
     if check and out.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
     return out
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def why_unavailable() -> str | None:
@@ -116,11 +108,11 @@ def remove_leftovers() -> list[str]:
     """Remove the namespaces and links of runs whose process is dead (a killed test run); returns their names."""
     removed: list[str] = []
     mine = re.compile(rf"^{PREFIX}-(\d+)-")
-    dead_ns = [n for n in _namespaces() if (m := mine.match(n)) and not _pid_alive(int(m.group(1)))]
+    dead_ns = [n for n in _namespaces() if (m := mine.match(n)) and not pid_alive(int(m.group(1)))]
     for netns in dead_ns:
         _kill_inside(netns)
     link = re.compile(rf"^{PREFIX}(\d+)(?:h\d+)?$")
-    dead_links = [n for n in _links() if (m := link.match(n)) and not _pid_alive(int(m.group(1)))]
+    dead_links = [n for n in _links() if (m := link.match(n)) and not pid_alive(int(m.group(1)))]
     for name in dead_links:
         _ip("link", "del", name, check=False)
         removed.append(name)

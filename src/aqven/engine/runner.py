@@ -238,13 +238,18 @@ class Engine:
 
     def _flush(self, run_id: str) -> None:
         """Write what the run held back (inside the caller's batch)."""
-        self._paid.discard(run_id)
-        for write in self._held.pop(run_id, ()):
-            write()
+        self._write_taken(self._take(run_id))
 
-    def _taken(self, run_id: str) -> tuple[list[Callable[[], object]], bool]:
-        """What `_flush` is about to write, to be held again (`_unflush`) if its transaction does not commit."""
-        return list(self._held.get(run_id, ())), run_id in self._paid
+    def _take(self, run_id: str) -> tuple[list[Callable[[], object]], bool]:
+        """What the run held back, taken off its list to be written now (and whether a model's answer is in it)."""
+        paid = run_id in self._paid
+        self._paid.discard(run_id)
+        return self._held.pop(run_id, []), paid
+
+    @staticmethod
+    def _write_taken(taken: tuple[list[Callable[[], object]], bool]) -> None:
+        for write in taken[0]:
+            write()
 
     def _unflush(self, run_id: str, taken: tuple[list[Callable[[], object]], bool]) -> None:
         """The transaction that wrote the run's held writes did not commit (the store's connection was lost, a write
@@ -262,8 +267,8 @@ class Engine:
         taken: list[tuple[list[Callable[[], object]], bool]] = []
 
         def together() -> T:
-            taken.append(self._taken(run_id))
-            self._flush(run_id)
+            taken.append(self._take(run_id))
+            self._write_taken(taken[-1])
             return write()
 
         try:
@@ -277,10 +282,10 @@ class Engine:
     @contextlib.contextmanager
     def _write(self, run_id: str) -> Iterator[None]:
         """One transaction for the run's held writes and the block's."""
-        taken = self._taken(run_id)
+        taken = self._take(run_id)
         try:
             with self.runs.db.batch():
-                self._flush(run_id)
+                self._write_taken(taken)
                 yield
         except Exception:
             self._unflush(run_id, taken)
