@@ -5,7 +5,7 @@ The hosts are network namespaces on a switch (tests/support/netns.py, tests/supp
 (a private durable cluster, fsync on) on `db`, `aqven serve --store postgresql://…@10.231.N.2/… --cluster` on
 `server`, an `aqven worker` on each of `w1`, `w2`, `w3`; this process is the observer on the switch and serves the
 fake provider (tests/support/fake_provider.py) there. Where namespaces cannot be made it says so and runs the same
-on loopback processes. The project is the reliability project of bench/soak_faults.py, on a real (fake) provider:
+on loopback processes. The project is the reliability project of bench/soak/soak_faults.py, on a real (fake) provider:
 `providers: {openrouter: {rpm: RPM}}` in its aqven.yaml, answers after `--latency` s, right or wrong by a hash of
 the question (so an attempt's outcome depends on its case only), each answer costing $0.001.
 

@@ -46,7 +46,7 @@ confirms the mean; printed: that rate, which must exceed the line).
     .venv/bin/python bench/stats/early_limit.py --all          # every design searched, not only each schedule's best
     .venv/bin/python bench/stats/early_limit.py --boundaries   # the Gaussian Monte Carlo of boundary kinds (below)
 
-``--boundaries`` (formerly ``bench/stats_early_limit.py``): per-case values Gaussian with a known σ, N cases planned
+``--boundaries`` (formerly ``stats_early_limit.py``): per-case values Gaussian with a known σ, N cases planned
 so that a fixed-size normal interval has a half-width of one margin, the truth two margins past the flip point, the
 lower bound read at the 20 looks with running intersection; mean saving of a betting bound with a known σ tuned for
 f·N, Bonferroni over some of the looks, Pocock's constant boundary calibrated for these 20 looks (valid for Gaussian
@@ -614,7 +614,7 @@ def closing(search: Search, cells: list[RepeatsCell]) -> None:
 
 
 def boundaries_mc(series: int, cases: int, seed: int) -> None:
-    """The Gaussian Monte Carlo of boundary kinds at 20 looks (the former `bench/stats_early_limit.py`)."""
+    """The Gaussian Monte Carlo of boundary kinds at 20 looks (the former script `stats_early_limit.py`)."""
     z = float(scipy.stats.norm.isf(0.025))
     n = cases
     looks = np.ceil(np.arange(1, 21) * n / 20).astype(int)

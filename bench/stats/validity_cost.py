@@ -6,7 +6,7 @@ case's passes are beta-binomial). For each method the bench finds the smallest n
 which **half the median width** (``median(high − low) / 2``, as the launch plan's ``half_width``) of its
 two-sided 95% interval is at most 0.02, then measures at that ``n`` the method's **coverage** (the share of
 intervals with ``low ≤ truth ≤ high``) in the same Beta world and in the **noisy-bimodal** world of
-`bench/stats_families.py` with the same mean (a share ``h`` of hard cases at ``qh = 0``, the rest at
+`bench/stats/stats_families.py` with the same mean (a share ``h`` of hard cases at ``qh = 0``, the rest at
 ``qe = 0.995``, every attempt drawn: ``h = 1 − rate/0.995``; the family grid's ``qh`` and ``qe``).
 
 Methods (two-sided 95%):
@@ -55,7 +55,7 @@ import numpy as np
 import scipy.stats
 from numpy.typing import NDArray
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from stats_families import truth_one, world
 

@@ -1,7 +1,7 @@
 """A server's long-lived objects are left out of the cyclic collector's full passes (aqven/heap.py).
 
 A full collection scans every tracked object, with the event loop stopped: with the project and a big series'
-attempts in it, that took 100–260 ms each time (bench/perf_series_get_live.py). After the server loaded the
+attempts in it, that took 100–260 ms each time (bench/perf/perf_series_get_live.py). After the server loaded the
 project, and after a series' driver read its attempts, what is alive then is frozen (`gc.freeze`).
 """
 

@@ -4,7 +4,7 @@ A connection whose server went away is found dead only when it is next used. Whe
 write transaction (plain, or a group of grouped writes in a pipeline), a read outside a transaction, or the BEGIN of
 a read snapshot, nothing of it has run yet: it runs on a new connection instead of failing. Before this, the first
 grouped write after a restart failed the whole group, and the attempts waiting on it ended as infrastructure errors
-(`bench/soak_kill.py --store postgres`).
+(`bench/soak/soak_kill.py --store postgres`).
 """
 
 from __future__ import annotations

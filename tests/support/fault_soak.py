@@ -17,7 +17,7 @@ Afterwards every attempt is compared with what the provider did to its requests:
 * the series ends `done` with verdict `invalid` (reason `infra_errors`), since far more than 5% of the
   attempts are infrastructure errors.
 
-    .venv/bin/python bench/soak_faults.py [--cases 400] [--seed 7] [--concurrency 16]
+    .venv/bin/python bench/soak/soak_faults.py [--cases 400] [--seed 7] [--concurrency 16]
 
 `tests/server/reliability/test_reliability_faults.py` runs the same function on a few dozen attempts.
 """

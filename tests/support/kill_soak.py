@@ -1,6 +1,6 @@
 """Kill soak: SIGKILL the project server at random moments of a series, restart it, and check the books.
 
-The project is the reliability project of bench/soak_faults.py on simulated models: one llm node whose
+The project is the reliability project of bench/soak/soak_faults.py on simulated models: one llm node whose
 simulator answers right with probability 0.9 drawn from the attempt's seed, after a short latency, so an
 attempt's outcome depends only on its seed. A series runs on a real `python -m aqven serve` process; at
 `--kills` random moments (uniform in [--min-gap, --max-gap] seconds after the server is up) the server gets
@@ -17,7 +17,7 @@ SIGKILL and is started again, until the series is done. Then:
 * the verdict (verdict, reason, estimate and interval) and every attempt's outcome and value equal those of an
   uninterrupted series with the same seeds, run in-process first on a copy of the project.
 
-    .venv/bin/python bench/soak_kill.py [--kills 20] [--cases 150] [--repeats 2] [--seed 11]
+    .venv/bin/python bench/soak/soak_kill.py [--kills 20] [--cases 150] [--repeats 2] [--seed 11]
 
 With `--workers N` (N ≥ 2) the project runs its attempts in N worker processes of the server, and every other
 kill SIGKILLs one of those workers instead of the server (picked at random; the server goes on and resumes its

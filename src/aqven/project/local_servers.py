@@ -7,7 +7,7 @@ need (`aqven.models.local_chat`), and the output modes known not to work on it, 
 llama.cpp ignores `max_completion_tokens`.
 
 llama.cpp comes as two servers that read `tool_choice` differently, both measured with Gemma 3 270M:
-`llama-server` (`llama-cpp`: bench/real_local_model.py) forces a tool call for ``"required"`` and takes a named
+`llama-server` (`llama-cpp`: bench/perf/real_local_model.py) forces a tool call for ``"required"`` and takes a named
 choice as ``"auto"``; `llama-cpp-python[server]` (`llama-cpp-python`: issue 15) forces one only by name and
 refuses ``json_schema`` output with HTTP 500. Both take the schema as ``{"type": "json_object", "schema": ...}``.
 The other servers' modes are as their own documentation states; none was measured here.

@@ -15,7 +15,6 @@ from aqven.research.stats.sequential import look_alphas
 from support.paths import REPO
 
 sys.path.insert(0, str(REPO / "bench" / "stats"))
-sys.path.insert(0, str(REPO / "bench"))
 
 el = importlib.import_module("early_limit")  # bench/stats is no package
 

@@ -2,7 +2,7 @@
 
 The launch plan's "about N cases would decide it 80% of the time" and its expected half-width are computed
 with the interval the series reports (`aqven.research.stats.plan_sim`). Here the plan is given the true
-population of a world of `bench/stats_families.py` and its promise is checked against series drawn by the
+population of a world of `bench/stats/stats_families.py` and its promise is checked against series drawn by the
 bench's own sampler and decided by the server's own intervals: at the plan's N the share of series that
 decide is within ±5 points of the share it prints (at least 80%), and the median half-width at a
 given size is what it prints.
@@ -19,7 +19,7 @@ from aqven.research.stats import plan_sim
 from aqven.research.stats.intervals import one_rate_batch, paired_difference_batch
 from support.paths import REPO
 
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "bench" / "stats"))
 
 import stats_families as fam
 

@@ -1,4 +1,4 @@
-"""The worlds of bench/stats_families.py: their oracles are the true spread of the estimate, and their
+"""The worlds of bench/stats/stats_families.py: their oracles are the true spread of the estimate, and their
 verdicts are the verdict table of `aqven.research.stats.verdict.classify` (a bench that measured the wrong
 thing would pass or fail for nothing)."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from support.paths import REPO
 
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "bench" / "stats"))
 
 import stats_families as fam
 

@@ -1,5 +1,5 @@
 """Gaffke's bound (`aqven.research.stats.gaffke`): its arithmetic against Monte Carlo and exact values,
-and its one-sided miss on two-point worlds (the fast subset of ``bench/stats_two_point.py``)."""
+and its one-sided miss on two-point worlds (the fast subset of ``bench/stats/stats_two_point.py``)."""
 
 from __future__ import annotations
 

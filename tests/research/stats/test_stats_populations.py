@@ -4,7 +4,7 @@ Each test here failed on the penalised beta interval alone (the method before th
 guard), and each keeps a negative control that shows it still would: a few hard cases among easy ones
 with scattered failures, scores in [0, 1], unequal repeats, the boundary of each question kind, and a
 series that peeks at its verdict and stops at the first "confirmed". The full grid is
-``bench/stats_grid.py``; these are its fast seeded subset.
+``bench/stats/stats_grid.py``; these are its fast seeded subset.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from aqven.research.stats import naive_wilson_batch, one_rate_batch
 from support.paths import REPO
 
 sys.path.insert(0, str(REPO / "bench" / "stats"))
-sys.path.insert(0, str(REPO / "bench"))
 
 vc = importlib.import_module("validity_cost")  # bench/stats is no package
 

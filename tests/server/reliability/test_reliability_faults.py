@@ -1,9 +1,9 @@
-"""Faults: a live series against a fake provider that injects each provider fault at ~10% (bench/soak_faults.py).
+"""Faults: a live series against a fake provider that injects each provider fault at ~10% (bench/soak/soak_faults.py).
 
 Every attempt must be classified as DESIGN §5 says (counted model failure, infrastructure error, pass or
 failed check), the 429 attempts must run once more at the end, and a series with more than 5%
 infrastructure errors must end with verdict invalid (infra_errors). The long version is
-`bench/soak_faults.py` (400 attempts).
+`bench/soak/soak_faults.py` (400 attempts).
 """
 
 from __future__ import annotations

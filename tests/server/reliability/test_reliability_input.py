@@ -1,6 +1,6 @@
 """Bad input: generated project files through `aqven check` and the loader; bad requests to the server.
 
-* Hypothesis writes broken versions of the reliability project (bench/soak_faults.py): any file replaced by
+* Hypothesis writes broken versions of the reliability project (bench/soak/soak_faults.py): any file replaced by
   random text or bytes, by random YAML values, by the valid file with one value changed, removed or added,
   by the file truncated, by YAML tricks (aliases, tags, deep nesting, duplicate keys), by hostile paths,
   or turned into a folder; stray files added. `check_workspace` (what `aqven check` runs) and

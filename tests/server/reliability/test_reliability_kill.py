@@ -1,4 +1,4 @@
-"""Kill: SIGKILL a real project server during a series and restart it (bench/soak_kill.py does it 20 times).
+"""Kill: SIGKILL a real project server during a series and restart it (bench/soak/soak_kill.py does it 20 times).
 
 No finished attempt lost, none counted twice, spend within one attempt's reserve of the runs' costs (and above
 the uninterrupted series' by at most kills × concurrency × reserve: calls a kill cut off are made again), and

@@ -8,7 +8,7 @@ store's LISTEN channel (or read from the workflow's output when a notification w
 
 The runner holds the project's `concurrency` (DBOS's own global limit is off: queue.DBOS_LIMIT). The workers poll
 the queue often only while woken (queue.WAKE, sent at most once a second while attempts are handed out), and once a
-second otherwise: what an idle worker costs is its polls (bench/cluster.py).
+second otherwise: what an idle worker costs is its polls (bench/perf/cluster.py).
 
 A worker whose heartbeat counter has not moved for LOST_AFTER_S (on this server's clock) is declared lost, and the
 workflows DBOS still holds as PENDING on its executor are put back on the queue (`DBOSClient.resume_workflow`), where

@@ -169,7 +169,7 @@ class SeriesRunner:
         self.fill = AttemptFill(store)  # a new series' rows written after its start answered
         # The CPU phases of all attempts take turns in FIFO order, released while an attempt waits on a model
         # (aqven.models.gate): attempts started together would otherwise convoy. AQVEN_CPU_GATE=off turns it off
-        # (for bench/latency_bound.py's comparison).
+        # (for bench/perf/latency_bound.py's comparison).
         self.gate: CpuGate | None = None if os.environ.get("AQVEN_CPU_GATE", "").lower() == "off" else CpuGate()
         if self.gate is not None:  # a write waits for the attempts' CPU phases to join it (store/group_commit.py)
             store.db.group.hold = self.gate.busy

@@ -13,7 +13,7 @@ order statistics the mean ``μ = ∫ F⁻¹`` is at least the left Riemann sum `
 whose spacings are flat Dirichlet weights: the bound compares the sample with that sum. That
 ``P(μ < L) ≤ α`` holds for *every* distribution on ``[0, 1]``, every ``n`` and every ``α`` is **Gaffke's
 conjecture** (proposed by Gaffke 2005, stated as a conjecture by Learned-Miller & Thomas 2019): no proof
-is accepted yet, and no counterexample is known; `bench/stats_grid.py` checks it on two-point worlds, the
+is accepted yet, and no counterexample is known; `bench/stats/stats_grid.py` checks it on two-point worlds, the
 extreme populations of a bounded mean, besides the families. On smooth populations it is about as wide as
 Student's t. The betting bound of `aqven.research.stats.betting` is proven but about 1.4 times as wide
 (Markov's inequality); `docs/statistical-validity.md` says what each costs and why the fixed-size

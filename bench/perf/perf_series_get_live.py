@@ -1,8 +1,8 @@
 """series_get during and after a 100,000-attempt series on a real server, without running 100,000 attempts first,
 on SQLite and PostgreSQL side by side.
 
-A 100,000-attempt `bench/scale.py` run takes a quiet core for 16 minutes. This one builds the series the way
-bench/perf_series_get.py does (the tiny project, prepare_series + SeriesStore.create + the rest of its rows, then
+A 100,000-attempt `bench/perf/scale.py` run takes a quiet core for 16 minutes. This one builds the series the way
+bench/perf/perf_series_get.py does (the tiny project, prepare_series + SeriesStore.create + the rest of its rows, then
 all but the last --live attempts marked done with what a finished attempt holds), starts
 `python -m aqven serve` on that project, which resumes the series and runs its last --live attempts for real
 (instant simulator), and meanwhile times GET /api/series/{id} (no long-poll) every --poll seconds; then --after
@@ -11,9 +11,9 @@ end). Prints the load average at the start and at the end.
 
 Each backend of --store runs the whole of it in turn, in a fresh store: the project's own SQLite file, or a new
 database (AQVEN_STORE, in the server's environment too) on the PostgreSQL server of --postgres, by default a private
-durable cluster this bench starts (bench/stores.py); then one table SQLite | PostgreSQL | PG/SQLite.
+durable cluster this bench starts (bench/perf/stores.py); then one table SQLite | PostgreSQL | PG/SQLite.
 
-    .venv/bin/python bench/perf_series_get_live.py [--attempts 100000] [--live 5000] [--poll 0.5] [--after 20]
+    .venv/bin/python bench/perf/perf_series_get_live.py [--attempts 100000] [--live 5000] [--poll 0.5] [--after 20]
         [--store sqlite,postgresql] [--postgres DSN]
 """
 

@@ -1,10 +1,10 @@
 """Attempts on several processes through DBOS queues over PostgreSQL: what the mechanism costs, against a
 PostgreSQL-native queue and Ray actors (issue 31).
 
-    python bench/cluster.py series [--attempts 2000] [--concurrency 8] [--latency 0] [--modes sqlite,pg,pg+1,pg+2,pg+3]
-                                   [--postgres DSN]
+    python bench/perf/cluster.py series [--attempts 2000] [--concurrency 8] [--latency 0]
+                                        [--modes sqlite,pg,pg+1,pg+2,pg+3] [--postgres DSN]
 
-`series` runs one real series of the tiny project of bench/perf_common.py (one llm node on a simulator that answers
+`series` runs one real series of the tiny project of bench/perf/perf_common.py (one llm node on a simulator that answers
 after `latency` s, one built-in check) per mode, each in a fresh process: `sqlite` and `pg`, the server's own
 process running every attempt (the project's SQLite file; a fresh database of the PostgreSQL server); `pg+N`, the
 server in cluster mode (AQVEN_CLUSTER=1, as `aqven serve --cluster`) and N `aqven worker` processes of the same
@@ -12,7 +12,7 @@ project on this machine. Printed per mode: attempts/s, wall time against the ide
 the CPU per attempt of the server, the workers and PostgreSQL (all its processes), and with workers, the CPU the
 idle workers and PostgreSQL took per second during 5 s before the series.
 
-    python bench/cluster.py spike [--engine dbos|pgq|ray] [--attempts 2000] [--concurrency 8] [--workers 2]
+    python bench/perf/cluster.py spike [--engine dbos|pgq|ray] [--attempts 2000] [--concurrency 8] [--workers 2]
                                   [--poll 0.05] [--latency 0] [--idle 10] [--settle 3] [--postgres DSN]
 
 `spike` measures DBOS Transact alone, with no AQVEN attempt in it: a "server" (this process) keeps `concurrency`
@@ -25,12 +25,12 @@ notification (p50, p95) against `latency`, and the CPU the idle workers and Post
 queued, and the server's own idle CPU. The PostgreSQL server is a private durable cluster unless `--postgres` names one
 (tests/support/postgres.py).
 
-    python bench/cluster.py spike --engine pgq …
+    python bench/perf/cluster.py spike --engine pgq …
 
 the same harness on a minimal PostgreSQL-native queue (INSERT + NOTIFY; the workers claim with `UPDATE … FOR UPDATE
 SKIP LOCKED` and write the end with its NOTIFY in one transaction).
 
-    python bench/cluster.py spike --engine ray [--ray-end listen|ref] …
+    python bench/perf/cluster.py spike --engine ray [--ray-end listen|ref] …
 
 the same harness with Ray actors as the workers (Ray is not a dependency: `.venv/bin/pip install ray` first). The bench
 starts a local Ray (`ray_config`: all this machine's cores and no more, no dashboard, no log forwarding, no usage

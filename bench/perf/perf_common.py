@@ -1,4 +1,4 @@
-"""Shared pieces of the performance benchmarks (bench/perf_*.py, bench/latency_bound.py, bench/scale.py).
+"""Shared pieces of the performance benchmarks (bench/perf/perf_*.py, bench/perf/latency_bound.py, bench/perf/scale.py).
 
 `write_tiny_project(dir, ...)` writes a self-contained AQVEN project: one agent with its own simulator, a flow of
 one llm node, a dataset of dev-side cases and an experiment with one built-in check (`contains`), so that a series

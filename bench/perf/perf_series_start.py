@@ -1,7 +1,7 @@
 """`POST /api/series` through a real server process at 1,000 / 10,000 / 100,000 attempts, without running them.
 
-For each size: writes the tiny project (bench/perf_common.py: cases × 20 repeats), starts `python -m aqven serve`
-(bench/scale.py's start_server), then 1 + --repeat times: POST /api/series (timed: what a client waits for), one
+For each size: writes the tiny project (bench/perf/perf_common.py: cases × 20 repeats), starts `python -m aqven serve`
+(bench/perf/scale.py's start_server), then 1 + --repeat times: POST /api/series (timed: what a client waits for), one
 GET /api/series/{id} (timed), then waits until every attempt row is written (the rows after the first ones are
 written after the answer: research/series/fill.py; the row count is read from the database every 20 ms) and
 cancels the series, so the next start does not share the server with it. As the CLI does after it started a server
@@ -9,7 +9,7 @@ cancels the series, so the next start does not share the server with it. As the 
 project); that wait is printed, and the first POST is reported apart. Prints the load average at the start of each
 size.
 
-    .venv/bin/python bench/perf_series_start.py [--sizes 1000,10000,100000] [--repeat 5]
+    .venv/bin/python bench/perf/perf_series_start.py [--sizes 1000,10000,100000] [--repeat 5]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A series of 1,000 / 10,000 / 100,000 attempts through a real server process, on an instant simulator.
 
-For each size: writes the tiny project (bench/perf_common.py: one llm node, one `contains` check; cases × 20
+For each size: writes the tiny project (bench/perf/perf_common.py: one llm node, one `contains` check; cases × 20
 repeats) into bench/out/scale/<n>, starts `python -m aqven serve --root DIR` (AQVEN_SIM_LATENCY_SCALE=0), reads
 its port from DIR/.aqven/server.json, starts the series with POST /api/series and, while it runs, every
 --poll seconds times one GET /api/series/{id} (no long-poll) and reads the server's VmRSS/VmHWM from
@@ -10,7 +10,7 @@ its port from DIR/.aqven/server.json, starts the series with POST /api/series an
 --after more GETs, reads the database size (main file + WAL) and stops the
 server (SIGTERM to the process it started). Prints one row per size and how each figure grows.
 
-    .venv/bin/python bench/scale.py [--sizes 1000,10000,100000] [--poll 2] [--after 20] [--keep]
+    .venv/bin/python bench/perf/scale.py [--sizes 1000,10000,100000] [--poll 2] [--after 20] [--keep]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import perf_common as pc
 
-OUT = Path(__file__).resolve().parent / "out"
+OUT = Path(__file__).resolve().parents[1] / "out"  # bench/out
 TICK = os.sysconf("SC_CLK_TCK")
 
 

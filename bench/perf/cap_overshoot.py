@@ -6,7 +6,7 @@ would cost, and lets it run until it pauses at the cap. The figure is the oversh
 of the dearest attempt the series ran: the scheduler promises at most one. With `--no-ramp` the series runs
 a whole batch as soon as the first attempt set the reserve (the scheduler before the ramp), for comparison.
 
-    .venv/bin/python bench/cap_overshoot.py [--trials 30] [--cases 80] [--concurrency 8] [--cap 0.20]
+    .venv/bin/python bench/perf/cap_overshoot.py [--trials 30] [--cases 80] [--concurrency 8] [--cap 0.20]
         [--dist lognormal|bimodal] [--no-ramp]
 
 Bounded by `--limit` seconds (default 300).

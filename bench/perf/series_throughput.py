@@ -11,7 +11,7 @@ starts them when it starts); the CPU figure counts what they spent from the star
 on Linux; elsewhere their start, a few seconds of imports and project load each, is included and said so), and
 each process's share of the wall time (how busy it kept its core).
 
-    .venv/bin/python bench/series_throughput.py [--repeats 2] [--workers 1,2 --rounds 2] [--profile]
+    .venv/bin/python bench/perf/series_throughput.py [--repeats 2] [--workers 1,2 --rounds 2] [--profile]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 known truth: a judge with sensitivity Se and specificity Sp labels the attempts of cases whose true rates come
 from a Beta distribution; its Se and Sp were measured on `--agree` human-labelled cases of each kind.
 
-    .venv/bin/python bench/judge_correction_grid.py [--series 2000] [--seed 1]
+    .venv/bin/python bench/stats/judge_correction_grid.py [--series 2000] [--seed 1]
 
 Prints, per world: the corrected interval's coverage, its one-sided misses, its median half-width, and the
 uncorrected (judge-decided) interval's coverage and half-width. Not a timed test.

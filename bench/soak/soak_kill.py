@@ -3,7 +3,7 @@
 The soak itself lives in tests/support/kill_soak.py (the reliability tests run a short one); this is its
 command line:
 
-    .venv/bin/python bench/soak_kill.py --help
+    .venv/bin/python bench/soak/soak_kill.py --help
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
 from support.kill_soak import main
 

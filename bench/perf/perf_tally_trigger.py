@@ -5,7 +5,7 @@ one transaction marks it running and one marks it done (outcome, value, cost, ac
 leave it. Prints the CPU per attempt for three rounds of 5,000 attempts. Run it in two checkouts, back to back, to
 see what a schema change adds (main's `src` first on PYTHONPATH for the older one).
 
-    .venv/bin/python bench/perf_tally_trigger.py
+    .venv/bin/python bench/perf/perf_tally_trigger.py
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def main() -> None:
     from aqven.store.series_records import SeriesPlan
     from aqven.store.sqlite_db import SqliteDatabase
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
     from support.series_rows import create_series
 
     cases = [f"c{i:04d}" for i in range(2000)]

@@ -49,17 +49,17 @@ question kinds with the truth on the flip point, decided as `verdict.classify` d
 CSV (coverage_<family>.csv, boundary.csv, peeking.csv); the summary prints per part the figures and the
 targets of issue 10 with PASS/FAIL.
 
-    .venv/bin/python bench/stats_grid.py            # every part → docs/figures/
-    .venv/bin/python bench/stats_grid.py --quick    # a small version of every part → bench/out/ (minutes)
-    .venv/bin/python bench/stats_grid.py --only bimodal,boundary   # some parts (see --help for the names)
-    .venv/bin/python bench/stats_grid.py --from-csv # the summary of every part's CSV in the output folder
-    .venv/bin/python bench/stats_grid.py --recheck-boundary 10 --sims 20000 --base-seed 7
+    .venv/bin/python bench/stats/stats_grid.py            # every part → docs/figures/
+    .venv/bin/python bench/stats/stats_grid.py --quick    # a small version of every part → bench/out/ (minutes)
+    .venv/bin/python bench/stats/stats_grid.py --only bimodal,boundary   # some parts (see --help for the names)
+    .venv/bin/python bench/stats/stats_grid.py --from-csv # the summary of every part's CSV in the output folder
+    .venv/bin/python bench/stats/stats_grid.py --recheck-boundary 10 --sims 20000 --base-seed 7
                 # the 10 boundary cells with the most false confirmations again → boundary_recheck.csv
-    .venv/bin/python bench/stats_grid.py --recheck-top 10 --sims 20000 --base-seed 7
+    .venv/bin/python bench/stats/stats_grid.py --recheck-top 10 --sims 20000 --base-seed 7
                 # the 10 cells of each Beta kind and of each family with the largest one-sided miss again,
                 # with new series → coverage_recheck.csv, families_recheck.csv
-    .venv/bin/python bench/stats_grid.py --cell one_rate,p=0.97,n=100,r=20,rho=0.3 --sims 20000 --base-seed 7
-    .venv/bin/python bench/stats_grid.py --cell broken,p=0.5,n=30,r=5,rho=0.9,beta=0.05 --out bench/out/broken
+    .venv/bin/python bench/stats/stats_grid.py --cell one_rate,p=0.97,n=100,r=20,rho=0.3 --sims 20000 --base-seed 7
+    .venv/bin/python bench/stats/stats_grid.py --cell broken,p=0.5,n=30,r=5,rho=0.9,beta=0.05 --out bench/out/broken
     options: --sims N (series per cell), --jobs N (processes), --out DIR, --only PARTS, --no-plot,
              --from-csv (summary and plot from the CSVs in the output folder, no simulation),
              --compare PATH (the same cells from an earlier run, a CSV or a folder of them: before → after)
@@ -97,7 +97,7 @@ from aqven.research.stats.intervals import (
     paired_difference_batch,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BASE_SEED = 2026
 FLOOR = 0.93  # the floor of tests/research/stats/test_stats_coverage.py
 TARGET = 0.95

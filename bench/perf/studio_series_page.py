@@ -7,7 +7,7 @@ decides it with the real finalize, then spawns the project server and loads #/se
 navigation until the matrix, the interval plot, the verdict and the case rows are drawn (then the latency and
 cost table, which its own request reads).
 
-    .venv/bin/python bench/studio_series_page.py [--loads 5] [--attempts 10000]
+    .venv/bin/python bench/perf/studio_series_page.py [--loads 5] [--attempts 10000]
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ miss. Upper bounds are the mirror (``1 − x``), so the lower bound's cells cove
 whose miss exceeds 0.025 and the worst cell; exit status 1 when a CP lower bound exceeds 0.025 (a miss
 shown to be above the nominal level).
 
-    .venv/bin/python bench/stats_two_point.py            # 336 cells × 4,000 series
-    .venv/bin/python bench/stats_two_point.py --sims 20000 --only-n 5,10
+    .venv/bin/python bench/stats/stats_two_point.py            # 336 cells × 4,000 series
+    .venv/bin/python bench/stats/stats_two_point.py --sims 20000 --only-n 5,10
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Engine overhead of a series: one llm node on an instant simulator plus one check, N attempts in-process, on
 SQLite and PostgreSQL side by side.
 
-Writes a tiny project into a temp folder (bench/perf_common.py: its own simulator, a one-node flow, an experiment
+Writes a tiny project into a temp folder (bench/perf/perf_common.py: its own simulator, a one-node flow, an experiment
 with one built-in `contains` check), starts the experiment's series through ProjectService/SeriesService (the
 server's code path, without HTTP) and waits for its end. Each pass runs on each backend of --store in turn, each in
 a fresh store: the project's own SQLite file, or a new database (AQVEN_STORE) on the PostgreSQL server of
---postgres, by default a private durable cluster this bench starts (bench/stores.py: fsync, synchronous_commit and
+--postgres, by default a private durable cluster this bench starts (bench/perf/stores.py: fsync, synchronous_commit and
 full_page_writes on). The passes, each printed as a table SQLite | PostgreSQL | PG/SQLite:
 
 1. throughput: N attempts at the project's concurrency (8): attempts/s, CPU per attempt of this process, of the
@@ -25,7 +25,7 @@ full_page_writes on). The passes, each printed as a table SQLite | PostgreSQL | 
    (everything else in aqven.*, the project's simulator included), pydantic (validation), asyncio (the event
    loop), other.
 
-    .venv/bin/python bench/perf_engine.py [--attempts 5000] [--sequential 500] [--profile-attempts 5000]
+    .venv/bin/python bench/perf/perf_engine.py [--attempts 5000] [--sequential 500] [--profile-attempts 5000]
         [--no-profile] [--store sqlite,postgresql] [--postgres DSN] [--one-core CPU] [--rounds 1] [--no-fsync-off]
 """
 
@@ -291,7 +291,7 @@ def profiled(tmp: Path, attempts: int, top: int, label: str) -> dict[str, Any]:
     prof.enable()
     r = pc.run_series_sync(root, attempts)
     prof.disable()
-    out = Path(__file__).resolve().parent / "out"
+    out = Path(__file__).resolve().parents[1] / "out"  # bench/out
     out.mkdir(exist_ok=True)
     prof.dump_stats(str(out / f"perf_engine-{label}.prof"))
     stats = pstats.Stats(prof)

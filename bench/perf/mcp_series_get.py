@@ -7,7 +7,7 @@ The SDK's ClientSession, connected to the project's MCP server over in-memory st
 include_cases, and for comparison the same snapshot from ProjectService directly (no MCP). Prints the median and
 p95 milliseconds of each, and the tool list with the bytes of each tool's input and output JSON schema.
 
-    .venv/bin/python bench/mcp_series_get.py [--cases 500] [--repeats 20] [--calls 40]
+    .venv/bin/python bench/perf/mcp_series_get.py [--cases 500] [--repeats 20] [--calls 40]
 """
 
 from __future__ import annotations

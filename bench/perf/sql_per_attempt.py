@@ -1,11 +1,11 @@
 """The SQL statements one attempt costs on the in-process path, by kind, on each store backend.
 
-Runs bench/perf_engine.py's project (one llm node on an instant simulator + one check, concurrency 8) as a series of
---attempts and prints the statements per attempt, most frequent first. SQLite: its trace callback on every connection
+Runs bench/perf/perf_engine.py's project (one llm node on an instant simulator + one check, concurrency 8) as a series
+of --attempts and prints the statements per attempt, most frequent first. SQLite: its trace callback on every connection
 the store opens (a trigger's inner statements are counted under their own text); PostgreSQL: every statement the
 store's cursors send (a trigger's body runs in the server, unseen), on a private durable cluster or --postgres DSN.
 
-    .venv/bin/python bench/sql_per_attempt.py [--store sqlite,postgresql] [--attempts 400] [--top 30]
+    .venv/bin/python bench/perf/sql_per_attempt.py [--store sqlite,postgresql] [--attempts 400] [--top 30]
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ its 95% Clopper–Pearson interval, and the pooled observed pass rates against t
 simulators). Exit status 1 if a false-confirmation rate's point estimate exceeds 5% (or a series ends
 other than done).
 
-    .venv/bin/python bench/e2e_verdicts.py [--seeds 50] [--cases 100] [--repeats 2] [--jobs 2] [--quick]
-    .venv/bin/python bench/e2e_verdicts.py --cases 0 --repeats 2 --name e2e_verdicts_725x2   # all 725 cases
+    .venv/bin/python bench/stats/e2e_verdicts.py [--seeds 50] [--cases 100] [--repeats 2] [--jobs 2] [--quick]
+    .venv/bin/python bench/stats/e2e_verdicts.py --cases 0 --repeats 2 --name e2e_verdicts_725x2   # all 725 cases
 
 Writes every series to bench/out/<name>_series.csv and the summary to docs/figures/<name>.csv (bench/out/
 with --quick or --out); <name> is e2e_verdicts unless --name says otherwise.
@@ -56,7 +56,7 @@ from aqven.research.experiments.loading import selected_cases
 from aqven.research.series.start import SeriesStartBody
 from aqven.server.service import ProjectService
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "lumen"
 BASE = "reply_noninferior_mistral"
 LIMIT = 0.05
@@ -110,7 +110,9 @@ def make_project(parent: Path) -> Path:
             }
             spec["description"] = f"e2e bench: the promises rate of the polish step (gpt) is at least {q.bound}."
         (folder / "experiment.yaml").write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
-        (folder / "experiment.md").write_text(f"# {q.experiment}\n\nWritten by bench/e2e_verdicts.py: {q.note}.\n")
+        (folder / "experiment.md").write_text(
+            f"# {q.experiment}\n\nWritten by bench/stats/e2e_verdicts.py: {q.note}.\n"
+        )
     return root
 
 

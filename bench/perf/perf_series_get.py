@@ -1,7 +1,7 @@
 """series_get at 1k / 10k / 100k attempts: the snapshot from SQL aggregates, against loading every attempt row.
 
-No attempt runs: for each size the script writes the tiny project (bench/perf_common.py), creates the series the way
-SeriesService.start does (prepare_series + SeriesStore.create, without starting its driver), then marks 90% of the
+No attempt runs: for each size the script writes the tiny project (bench/perf/perf_common.py), creates the series the
+way SeriesService.start does (prepare_series + SeriesStore.create, without starting its driver), then marks 90% of the
 attempts done with what a finished attempt holds (outcome pass, value 1, its check result JSON, cost, active time)
 and leaves the series running, so series_get computes a provisional verdict, as while a series runs.
 
@@ -13,7 +13,7 @@ what series_get cost before the aggregates (it loaded every attempt as an Attemp
 
 With --plan it only times what parsing a series' plan costs at each size (SeriesStore now parses it once).
 
-    .venv/bin/python bench/perf_series_get.py [--sizes 1000,10000,100000] [--repeat 5] [--plan]
+    .venv/bin/python bench/perf/perf_series_get.py [--sizes 1000,10000,100000] [--repeat 5] [--plan]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Screenshots of Studio's decision pages at 1440×900 and 390×844, with each page's width (a phone page wider
 than 390 px scrolls sideways). Run against any checkout to compare before and after:
 
-    .venv/bin/python bench/studio_screens.py test-artifacts/studio/after
-    PYTHONPATH=<old checkout>/src .venv/bin/python bench/studio_screens.py test-artifacts/studio/before
+    .venv/bin/python bench/perf/studio_screens.py test-artifacts/studio/after
+    PYTHONPATH=<old checkout>/src .venv/bin/python bench/perf/studio_screens.py test-artifacts/studio/before
 
 It builds the showcase project on simulators, starts a dev series (seeded), a compare series, a paused one, a
 new one above the project cap, a stopped one, and two held-out ones, then photographs their pages, a failed

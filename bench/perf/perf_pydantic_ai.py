@@ -1,6 +1,6 @@
 """What one model call costs in CPU, and how much of it is building a pydantic-ai Agent per call.
 
-On the tiny project's agent (bench/perf_common.py; tool-mode structured output, simulator wrapped as FunctionModel,
+On the tiny project's agent (bench/perf/perf_common.py; tool-mode structured output, simulator wrapped as FunctionModel,
 latency 0), sequentially, N times each:
 
 1. `call_model()` as AQVEN calls it today (aqven/models/call.py: builds an Agent for every call, then runs it);
@@ -8,7 +8,7 @@ latency 0), sequentially, N times each:
 3. the Agent built once and reused: `agent.run(prompt, model=<this call's FunctionModel>)` — what call_model would
    do with an Agent cached per (agent spec, output plan); a proposal for models/call.py, not a change made here.
 
-    .venv/bin/python bench/perf_pydantic_ai.py [--calls 2000]
+    .venv/bin/python bench/perf/perf_pydantic_ai.py [--calls 2000]
 """
 
 from __future__ import annotations

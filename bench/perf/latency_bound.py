@@ -1,6 +1,6 @@
 """Latency-bound efficiency: N attempts on a simulator that takes 1 s per call, concurrency 50, in-process.
 
-The tiny project of bench/perf_common.py with `concurrency: 50` in its aqven.yaml and a simulator that returns
+The tiny project of bench/perf/perf_common.py with `concurrency: 50` in its aqven.yaml and a simulator that returns
 latency_s=1.0, run with AQVEN_SIM_LATENCY_SCALE=1 (the latency is slept for real). The ideal wall time is
 attempts × latency / concurrency (2,000 × 1 s / 50 = 40 s); the script prints the measured wall time, the ratio
 to the ideal, how many attempts ran at once (sampled from the attempts table every 0.5 s) and the CPU time.
@@ -11,7 +11,7 @@ when it starts: a series always runs on a server that has); --cold times that fi
 Note the series rule (DESIGN §6): the first attempt runs alone, so its cost becomes the cap reserve; the ideal
 below does not include that first lone second, the "ideal + 1 s" line does.
 
-    .venv/bin/python bench/latency_bound.py [--attempts 2000] [--latency 1.0] [--concurrency 50] [--compare]
+    .venv/bin/python bench/perf/latency_bound.py [--attempts 2000] [--latency 1.0] [--concurrency 50] [--compare]
 
 --compare runs the same series three times back to back, each in a fresh subprocess, and prints the ratios
 side by side: as before issue 16 (AQVEN_CALL_PATH=agent, AQVEN_CPU_GATE=off), the lean call path alone
