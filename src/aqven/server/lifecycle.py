@@ -295,32 +295,49 @@ def ensure_server(root: Path, timeout: float = 30.0) -> int:
 def start_server(root: Path, timeout: float = 30.0) -> tuple[int, bool]:
     """`ensure_server`, and whether this call started the server (the CLI then says it keeps running)."""
     root = root.resolve()
-    info = read_server(root)
-    if info is not None and info.get("healthy"):
-        return int(info["port"]), False
-    started = info is None
-    if info is None:
-        log = state_dir(root) / "server.log"
-        log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "ab") as out:
-            subprocess.Popen(
-                [sys.executable, "-m", "aqven", "serve", "--root", str(root)],
-                stdout=out,
-                stderr=out,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                cwd=str(root),
-            )
+    spawned: subprocess.Popen[bytes] | None = None
+    spawns = 0
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    first = True
+    while True:
         info = read_server(root)
         if info is not None and info.get("healthy"):
-            return wait_warm(root, int(info["port"]), time.monotonic() + WARM_WAIT_S), started
+            if first:
+                return int(info["port"]), False
+            return wait_warm(root, int(info["port"]), time.monotonic() + WARM_WAIT_S), spawned is not None
+        # No server, or one that has not answered yet. A server SIGKILLed a moment ago can still look alive
+        # (its pid exiting, its lock not yet let go) at the first look and be gone at the next: a server is
+        # started whenever none is there and the one this call started (if any) has ended, not only at the first.
+        if info is None and (spawned is None or spawned.poll() is not None) and spawns < SPAWN_TRIES:
+            spawned = _spawn_server(root)
+            spawns += 1
+        first = False
+        if time.monotonic() >= deadline:
+            break
         time.sleep(0.1)
     raise ServerError(
         "the project server did not start", code="SERVER_START_FAILED", hint=f"see {state_dir(root) / 'server.log'}"
     )
+
+
+SPAWN_TRIES = 3
+"""How many servers one `start_server` call starts at most (one that lost the project's lock to another ends)."""
+
+
+def _spawn_server(root: Path) -> subprocess.Popen[bytes]:
+    """`aqven serve` in the background, its output appended to `.aqven/server.log`."""
+    log = state_dir(root) / "server.log"
+    log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "aqven", "serve", "--root", str(root)],
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=str(root),
+        )
 
 
 STOP_WAIT_S = 20.0

@@ -49,6 +49,42 @@ def test_server_json_with_a_reused_pid_does_not_block_the_next_server(tmp_path: 
         stranger.wait()
 
 
+def test_a_server_killed_a_moment_ago_that_still_looks_alive_is_replaced(tmp_path: Path) -> None:
+    """Just after a SIGKILL a server can still look alive at the first look (its pid exiting, its lock not yet let
+    go) and be gone at the next. The CLI that follows a series starts a new one all the same (it used to start one
+    only when the first look found none, and then waited in vain)."""
+    import sys
+
+    root = tmp_path / "p"
+    write_project(root, cases=2, simulator="seeded")
+    path = server_file(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # A dying server: it holds the project's lock, answers nothing, and is gone 1.5 s later.
+    dying = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock; lock = FileLock(sys.argv[1]); lock.acquire();"
+            " print('held', flush=True); time.sleep(1.5)",
+            str(path.parent / "server.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert dying.stdout is not None and dying.stdout.readline().strip() == "held"
+        path.write_text(json.dumps({"pid": dying.pid, "port": _free_port(), "host": "127.0.0.1"}))
+        info = read_server(root)
+        assert info is not None and info["healthy"] is False  # looks alive, starting or dying
+        port = ensure_server(root, timeout=60)
+        info = read_server(root)
+        assert info is not None and info["healthy"] and info["port"] == port and info["pid"] != dying.pid
+    finally:
+        stop_server(root)
+        dying.kill()
+        dying.wait()
+
+
 def test_a_cli_that_starts_the_server_waits_until_the_server_loaded_the_project(tmp_path: Path) -> None:
     """A server loads and checks its project in the background when it starts; a series started before that waits
     for the load (seconds for a large dataset). The CLI that started the server waits until /api/health says warm."""
