@@ -53,6 +53,9 @@ def finding_codes(root: Path) -> list[str]:
     return [d.code for d in diagnostics if d.code in ("E_FINDING_TAMPERED", "W_FINDINGS_STALE")]
 
 
+# Once, on SQLite: it is the demo's 8,700-attempt series, and the held-out finding's path on PostgreSQL is the next
+# two tests' (written, counted in FINDINGS.md, checked for tampering); its PostgreSQL copy took 41-53 s of the suite.
+@pytest.mark.sqlite_only
 def test_showcase_noninferior_mistral_on_holdout_is_confirmed_and_writes_its_finding(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
