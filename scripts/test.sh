@@ -36,5 +36,6 @@ fi
 .venv/bin/ruff format --check src tests bench
 .venv/bin/mypy
 # Two pytest workers, one per core of the CI machine, each taking whole test files (a file's fixtures, such as
-# a browser or a server, stay in one process): the suite took 18 minutes on one, about 8 on two.
+# a browser or a server, stay in one process): 1,781 tests take about 14 minutes on two (a third worker made timing
+# tests fail on two cores).
 exec .venv/bin/pytest -q -n "${AQVEN_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -112,7 +112,7 @@ def test_three_worker_hosts_run_each_attempt_once_and_a_cut_ones_fence_and_finis
     lost_by = cut_at + LOST_AFTER_S + WATCH_S + 5
 
     def declared_lost() -> bool:
-        return bool(q("SELECT state FROM workers WHERE id=%s", (cut_id,))[0]["state"] == "lost")
+        return q("SELECT state FROM workers WHERE id=%s", (cut_id,))[0]["state"] == "lost"
 
     wait_until(declared_lost, timeout=lost_by - time.monotonic(), step=0.1)
     time.sleep(max(0.0, cut_at + CUT_S - time.monotonic()))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,6 @@ def test_a_server_killed_a_moment_ago_that_still_looks_alive_is_replaced(tmp_pat
     """Just after a SIGKILL a server can still look alive at the first look (its pid exiting, its lock not yet let
     go) and be gone at the next. The CLI that follows a series starts a new one all the same (it used to start one
     only when the first look found none, and then waited in vain)."""
-    import sys
-
     root = tmp_path / "p"
     write_project(root, cases=2, simulator="seeded")
     path = server_file(root)
