@@ -96,6 +96,44 @@ async def test_a_write_that_raises_is_undone_alone_and_raises_in_its_caller(make
     assert commits == ["COMMIT"]
 
 
+async def test_deferred_rows_are_all_written_and_a_broken_one_fails_its_own_write_alone(
+    make_database: MakeDatabase,
+) -> None:
+    # PostgreSQL writes a grouped write's deferred rows (as the runs' events are) as multi-row INSERTs of at most
+    # 500 rows each: 1,201 rows take three, and a duplicate key in the last one undoes that write, not its
+    # neighbours'. SQLite, which defers nothing, inserts them one by one, with the same outcome.
+    db, commits = _db(make_database)
+    insert = "INSERT INTO t (k, v) VALUES (?, ?)"
+
+    def rows(prefix: str, n: int, duplicate: str | None = None) -> int:
+        with db.transaction() as cur:
+            values = [(f"{prefix}{i:05d}", i) for i in range(n)] + ([(duplicate, -1)] if duplicate else [])
+            for row in values:
+                if db.pipelined:
+                    db.defer(insert, row)
+                else:
+                    cur.execute(insert, row)
+        return n
+
+    busy = [True]
+    db.group.hold = lambda: busy[0]
+    tasks = [
+        asyncio.ensure_future(db.grouped(functools.partial(rows, "a", 1201))),
+        asyncio.ensure_future(db.grouped(functools.partial(rows, "b", 700, duplicate="a00007"))),
+        asyncio.ensure_future(db.grouped(functools.partial(rows, "c", 3))),
+    ]
+    await asyncio.sleep(0)
+    busy[0] = False
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert results[0] == 1201 and results[2] == 3
+    assert isinstance(results[1], db.IntegrityError)
+    assert _on_record(make_database) == {
+        **{f"a{i:05d}": i for i in range(1201)},
+        **{f"c{i:05d}": i for i in range(3)},
+    }
+    assert commits == ["COMMIT"]
+
+
 async def test_a_grouped_write_that_swallows_a_nested_failure_is_undone_whole_where_nothing_undoes_it_alone(
     make_database: MakeDatabase,
 ) -> None:

@@ -246,8 +246,12 @@ class Database(ABC):
 
     def _write_deferred(self, cur: Cursor) -> None:
         for sql, rows in self._deferred.items():
-            cur.executemany(sql, rows)
+            self._insert_rows(cur, sql, rows)
         self._deferred.clear()
+
+    def _insert_rows(self, cur: Cursor, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """Insert `rows` with the one-row INSERT `sql` (a function call a row, on SQLite)."""
+        cur.executemany(sql, rows)
 
     @property
     def pipelined(self) -> bool:
