@@ -224,12 +224,14 @@ class Engine:
         end_event = self.runs.event(run_id, "run_end", None, ending)
         finish = self.runs.finishing(run_id, status="done", output=output, outcome="ok")
 
-        def end() -> None:
+        def end() -> RunRecord:
             end_event()
             finish()
+            # Read back in the same transaction, as `_fail` does: on PostgreSQL the read's answer is the write's
+            # last, so it costs no round trip of its own.
+            return self.runs.get(run_id)
 
-        await self._committed(run_id, end)
-        return self.runs.get(run_id)
+        return await self._committed(run_id, end)
 
     def _hold(self, run_id: str, write: Callable[[], object], *, paid: bool = False) -> None:
         self._held.setdefault(run_id, []).append(write)

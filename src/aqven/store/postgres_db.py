@@ -332,8 +332,10 @@ class PostgresDatabase(Database):
             cur.execute(_many_values(sql, len(chunk)), [value for row in chunk for value in row])
 
     def _settle(self) -> None:
-        if self._pipeline is not None:
-            self._pipeline.sync()
+        pipeline = self._pipeline
+        # Nothing sent is unanswered (the write ended with a read): every answer, a failure included, is in.
+        if pipeline is not None and (pipeline.result_queue or pipeline.command_queue):
+            pipeline.sync()
 
     def _reader(self) -> psycopg.Connection[Any]:
         """This thread's read connection, made anew when it was lost."""
