@@ -26,7 +26,8 @@ full_page_writes on). The passes, each printed as a table SQLite | PostgreSQL | 
    loop), other.
 
     .venv/bin/python bench/perf/perf_engine.py [--attempts 5000] [--sequential 500] [--profile-attempts 5000]
-        [--no-profile] [--store sqlite,postgresql] [--postgres DSN] [--one-core CPU] [--rounds 1] [--no-fsync-off]
+        [--no-profile] [--store sqlite,postgresql] [--postgres DSN] [--via tcp|socket] [--one-core CPU] [--rounds 1]
+        [--no-fsync-off]
 """
 
 from __future__ import annotations
@@ -455,6 +456,13 @@ def main() -> None:
         help="a PostgreSQL server where this user may create databases (default: a private durable cluster)",
     )
     parser.add_argument(
+        "--via",
+        choices=stores.VIAS,
+        default="tcp",
+        help="how the private cluster is reached: TCP on loopback (default, as from another machine) or its unix"
+        " socket (as a client on its machine connects by default)",
+    )
+    parser.add_argument(
         "--one-core",
         type=int,
         default=os.cpu_count() - 1 if os.cpu_count() else 0,
@@ -473,10 +481,10 @@ def main() -> None:
         tmp = Path(tmp_name)
         server: stores.PgServer | None = None
         if "postgresql" in backends:
-            server = stack.enter_context(stores.postgres_server(args.postgres))
+            server = stack.enter_context(stores.postgres_server(args.postgres, via=args.via))
             where = (
                 f"a private cluster of {server.cluster.bindir.parent.name} (fsync, synchronous_commit, "
-                "full_page_writes on)"
+                f"full_page_writes on), reached over {'its unix socket' if args.via == 'socket' else 'TCP on loopback'}"
                 if server.cluster
                 else "the server of --postgres"
             )

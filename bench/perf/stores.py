@@ -191,15 +191,21 @@ def _local_postmaster(dsn: str) -> int | None:
     return None
 
 
+VIAS = ("tcp", "socket")
+
+
 @contextlib.contextmanager
-def postgres_server(dsn: str | None, *, durable: bool = True) -> Iterator[PgServer]:
-    """The server `dsn` names, else a private cluster (durable by default) for as long as the block runs."""
+def postgres_server(dsn: str | None, *, durable: bool = True, via: str = "tcp") -> Iterator[PgServer]:
+    """The server `dsn` names, else a private cluster (durable by default) for as long as the block runs, reached
+    over TCP on loopback or (`via="socket"`) through its unix socket, as a client on its machine connects by
+    default."""
     need_driver()
     if dsn:
         yield PgServer(dsn=dsn, postmaster=_local_postmaster(dsn))
         return
     with private_cluster(durable=durable) as cluster:
-        yield PgServer(dsn=cluster.dsn, cluster=cluster, postmaster=cluster.postmaster_pid())
+        reached = cluster.socket_dsn if via == "socket" else cluster.dsn
+        yield PgServer(dsn=reached, cluster=cluster, postmaster=cluster.postmaster_pid())
 
 
 @contextlib.contextmanager

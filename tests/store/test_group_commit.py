@@ -134,6 +134,47 @@ async def test_deferred_rows_are_all_written_and_a_broken_one_fails_its_own_writ
     assert commits == ["COMMIT"]
 
 
+async def test_a_row_count_checked_when_answered_undoes_its_whole_write_alone(make_database: MakeDatabase) -> None:
+    # A claim's way (store/series.py claim_in_write): a conditional UPDATE, then writes that follow from it, and
+    # the row count looked at once the write is answered. One that changed no row undoes everything of its write.
+    db, commits = _db(make_database)
+    with db.transaction() as cur:
+        cur.execute("INSERT INTO t VALUES ('a', 0), ('b', 0)")
+    seen: list[int] = []
+
+    class Taken(Exception):
+        pass
+
+    def claim_then_write(key: str, then: str) -> str:
+        with db.transaction() as cur:
+            cur.execute("UPDATE t SET v = 1 WHERE k = ? AND v = 0", (key,))
+
+            def check() -> None:
+                seen.append(cur.rowcount)
+                if cur.rowcount != 1:
+                    raise Taken(key)
+
+            db.when_answered(check)
+            _put(db, then, 7)
+        return then
+
+    busy = [True]
+    db.group.hold = lambda: busy[0]
+    tasks = [
+        asyncio.ensure_future(db.grouped(functools.partial(claim_then_write, "a", "a-run"))),
+        asyncio.ensure_future(db.grouped(functools.partial(claim_then_write, "a", "a-again"))),  # taken just before
+        asyncio.ensure_future(db.grouped(functools.partial(claim_then_write, "b", "b-run"))),
+    ]
+    await asyncio.sleep(0)
+    busy[0] = False
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert results[0] == "a-run" and results[2] == "b-run"
+    assert isinstance(results[1], Taken)
+    assert seen == [1, 0, 1]
+    assert _on_record(make_database) == {"a": 1, "b": 1, "a-run": 7, "b-run": 7}
+    assert commits == ["COMMIT", "COMMIT"]  # the rows' own, then the group's
+
+
 async def test_a_grouped_write_that_swallows_a_nested_failure_is_undone_whole_where_nothing_undoes_it_alone(
     make_database: MakeDatabase,
 ) -> None:

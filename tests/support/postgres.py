@@ -180,6 +180,11 @@ class Cluster:
         """The superuser's DSN to the `postgres` database (trust on loopback: no password)."""
         return f"postgresql://{SUPERUSER}@{self.host}:{self.port}/postgres"
 
+    @property
+    def socket_dsn(self) -> str:
+        """The same through the cluster's unix socket (how a client on its machine connects by default)."""
+        return f"postgresql://{SUPERUSER}@/postgres?host={self.folder}&port={self.port}"
+
     @classmethod
     def create(
         cls,

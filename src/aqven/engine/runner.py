@@ -174,17 +174,21 @@ class Engine:
         return Begun(run_id, record.request)
 
     def begin_new(self, run_id: str, request: RunRequest, before: Sequence[Callable[[], object]]) -> Begun:
-        """A run that is not stored yet: `before` (the caller's writes, the run's creation among them) and the run's
-        start are held, and written with the run's first own write, which comes before its first wait (an llm
-        node's model request, usually): a series attempt's start is one transaction."""
-        self._held[run_id] = [*before, self._starting(run_id, request, resumed=False)]
+        """A run that is not stored yet: `before` (the caller's writes, the run's creation among them, created
+        running: `RunStore.creating(running=True)`) and the run's start event are held, and written with the run's
+        first own write, which comes before its first wait (an llm node's model request, usually): a series
+        attempt's start is one transaction."""
+        self._held[run_id] = [*before, self._starting(run_id, request, resumed=False, created_running=True)]
         return Begun(run_id, request, fresh=True)
 
     def _mark_started(self, run_id: str, request: RunRequest, *, resumed: bool) -> None:
         self._starting(run_id, request, resumed=resumed)()
 
-    def _starting(self, run_id: str, request: RunRequest, *, resumed: bool) -> Callable[[], None]:
-        """The run marked running and its start traced, as a write to run later (its event made now)."""
+    def _starting(
+        self, run_id: str, request: RunRequest, *, resumed: bool, created_running: bool = False
+    ) -> Callable[[], None]:
+        """The run marked running (unless it was created so) and its start traced, as a write to run later (its
+        event made now)."""
         opening = {
             "flow_id": request.flow_id,
             "from": request.from_node,
@@ -195,7 +199,8 @@ class Engine:
         event = self.runs.event(run_id, "run_resume" if resumed else "run_start", None, opening)
 
         def write() -> None:
-            self.runs.set_status(run_id, "running")
+            if not created_running:
+                self.runs.set_status(run_id, "running")
             event()
 
         return write

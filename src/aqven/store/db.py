@@ -91,6 +91,7 @@ class Database(ABC):
         self._pipelined = False  # the open transaction is a pipelined group (`transaction`)
         self._cursor: Cursor | None = None  # the open outer transaction's cursor
         self._deferred: dict[str, list[tuple[Any, ...]]] = {}  # rows to insert at its end (`defer`)
+        self._checks: list[Callable[[], None]] = []  # to run once its grouped write is answered (`when_answered`)
         self._spoiled = False  # a failure inside the open grouped write that only its own undo can undo
         self.group = GroupCommit(self.transaction, busy=self.is_busy)
 
@@ -216,6 +217,9 @@ class Database(ABC):
                         raise WriteSpoiled("a write nested in this grouped write failed, and it cannot be undone alone")
                     self._write_deferred(cur)
                     self._settle()
+                    checks, self._checks = self._checks, []
+                    for check in checks:
+                        check()
                     cur.execute("RELEASE nested")
                 elif not light:
                     cur.execute("RELEASE nested")
@@ -225,6 +229,7 @@ class Database(ABC):
                     self._spoiled = True  # undone with the grouped write it is part of
                     raise
                 self._deferred.clear()
+                self._checks.clear()
                 self._undo(cur, outer)
                 raise
             finally:
@@ -243,6 +248,16 @@ class Database(ABC):
         `pipelined`."""
         assert self._pipelined
         self._deferred.setdefault(sql, []).append(row)
+
+    def when_answered(self, check: Callable[[], None]) -> None:
+        """Run `check` (which reads what was sent, a row count) once what was sent is answered: at once, except in a
+        grouped write of a pipelined group, whose statements are answered together at its end (`_settle`); then
+        before its savepoint is released, and what it raises undoes the write as a failure of the write would. A
+        write that must see a row count (a claim) so costs no round trip of its own."""
+        if self._pipelined and self._depth >= 2:
+            self._checks.append(check)
+        else:
+            check()
 
     def _write_deferred(self, cur: Cursor) -> None:
         for sql, rows in self._deferred.items():

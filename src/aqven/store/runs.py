@@ -82,8 +82,8 @@ def _where(flow_id: str | None, status: str | None, series_id: str | None) -> tu
 
 
 _INSERT_RUN = (
-    "INSERT INTO runs (id, flow_id, status, created_at, request, simulated, series_id, case_name, dataset_id, side)"
-    " VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO runs (id, flow_id, status, created_at, started_at, request, simulated, series_id, case_name,"
+    " dataset_id, side) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _FINISH_RUN = "UPDATE runs SET status=?, ended_at=?, output=?, error_code=?, error_message=?, outcome=? WHERE id=?"
 _INSERT_EVENT = "INSERT INTO events (run_id, seq, ts, kind, node_id, data) VALUES (?, ?, ?, ?, ?, ?)"
@@ -119,13 +119,23 @@ class RunStore:
         return rid
 
     def creating(
-        self, request: RunRequest, run_id: str, *, series_id: str | None = None, side: str | None = None
+        self,
+        request: RunRequest,
+        run_id: str,
+        *,
+        series_id: str | None = None,
+        side: str | None = None,
+        running: bool = False,
     ) -> Callable[[], None]:
-        """`create` as a write to run later (store/group_commit.py): its JSON is made now, outside the transaction."""
+        """`create` as a write to run later (store/group_commit.py): its JSON is made now, outside the transaction.
+        `running`: the run is created running, started now (the engine's `begin_new`: one statement, not two)."""
+        created = now_iso()
         row = (
             run_id,
             request.flow_id,
-            now_iso(),
+            "running" if running else "queued",
+            created,
+            created if running else None,
             request.model_dump_json(),
             int(request.simulate),
             series_id,

@@ -349,21 +349,28 @@ class SeriesStore:
         """Mark a queued attempt running with its run, atomically; False if it was not queued. `inputs_hash`: the
         hash of the inputs it starts on, when none is recorded yet (`set_attempt_inputs` in the same statement);
         `worker`: the `aqven worker` that runs it (store/workers.py), when one does."""
-        if worker is None:
-            sql = (
-                "UPDATE attempts SET status='running', run_id=?, started_at=?, inputs_hash=COALESCE(inputs_hash, ?)"
-                " WHERE series_id=? AND idx=? AND status='queued'"
-            )
-            params: tuple[Any, ...] = (run_id, now_iso(), inputs_hash, series_id, idx)
-        else:
-            sql = (
-                "UPDATE attempts SET status='running', run_id=?, started_at=?, inputs_hash=COALESCE(inputs_hash, ?),"
-                " worker=? WHERE series_id=? AND idx=? AND status='queued'"
-            )
-            params = (run_id, now_iso(), inputs_hash, worker, series_id, idx)
+        sql, params = _claim_statement(series_id, idx, run_id, inputs_hash, worker)
         with self.db.transaction() as cur:
             cur.execute(sql, params)
             return cur.rowcount == 1
+
+    def claim_in_write(
+        self,
+        series_id: str,
+        idx: int,
+        run_id: str,
+        inputs_hash: str | None,
+        worker: str | None,
+        *,
+        taken: Callable[[], None],
+    ) -> None:
+        """`claim` as the first write of a run's transaction: `taken()`, which raises, where the attempt was not
+        queued, once the claim is answered (`Database.when_answered`, at the end of a grouped write), so that the
+        whole write is undone."""
+        sql, params = _claim_statement(series_id, idx, run_id, inputs_hash, worker)
+        with self.db.transaction() as cur:
+            cur.execute(sql, params)
+            self.db.when_answered(lambda: None if cur.rowcount == 1 else taken())
 
     def set_attempt_worker(self, series_id: str, idx: int, worker: str) -> None:
         """The worker that takes up a running attempt (resumed after another worker was lost)."""
@@ -463,3 +470,20 @@ def _worker_of(row: Row) -> str | None:
     except (IndexError, KeyError):  # a row of a schema before version 11 (read by a test of the migrations)
         return None
     return worker
+
+
+def _claim_statement(
+    series_id: str, idx: int, run_id: str, inputs_hash: str | None, worker: str | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The conditional UPDATE of a claim: it changes a row only while the attempt is queued."""
+    if worker is None:
+        sql = (
+            "UPDATE attempts SET status='running', run_id=?, started_at=?, inputs_hash=COALESCE(inputs_hash, ?)"
+            " WHERE series_id=? AND idx=? AND status='queued'"
+        )
+        return sql, (run_id, now_iso(), inputs_hash, series_id, idx)
+    sql = (
+        "UPDATE attempts SET status='running', run_id=?, started_at=?, inputs_hash=COALESCE(inputs_hash, ?),"
+        " worker=? WHERE series_id=? AND idx=? AND status='queued'"
+    )
+    return sql, (run_id, now_iso(), inputs_hash, worker, series_id, idx)

@@ -145,8 +145,11 @@ class NotQueued(BaseException):
 def _claim(
     store: SeriesStore, s: SeriesRow, a: AttemptRow, run_id: str, inputs: str | None = None, worker: str | None = None
 ) -> None:
-    if not store.claim(s.id, a.idx, run_id, inputs, worker):
+    def taken() -> None:
         raise NotQueued(f"attempt {a.idx} of {s.id} is not queued")
+
+    # In a grouped write the refusal comes at the write's end, undoing all of it (its run's creation included).
+    store.claim_in_write(s.id, a.idx, run_id, inputs, worker, taken=taken)
 
 
 def _case(ws: Workspace, s: SeriesRow, name: str) -> Case:
@@ -205,7 +208,7 @@ async def _run_attempt(
         # A new run: these writes, its creation and its start are one transaction with its first model request.
         request = request_for(s.plan, case, a.variant_id, a.seed, s.experiment_id)
         # The attempt's side: what may be shown of the run never depends on a later split.
-        before.append(runs.creating(request, run_id, series_id=s.id, side=a.side))
+        before.append(runs.creating(request, run_id, series_id=s.id, side=a.side, running=True))
         begun = runner.begin_new(run_id, request, before)
     record = begun if isinstance(begun, RunRecord) else await runner.proceed(begun)
     if record.status == "waiting_human":
