@@ -227,14 +227,13 @@ class Engine:
         ending = {"status": "done", "output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
         # Made before the transaction that writes them (other processes wait for it), and read back after it.
         end_event = self.runs.event(run_id, "run_end", None, ending)
-        finish = self.runs.finishing(run_id, status="done", output=output, outcome="ok")
+        finish = self.runs.ending(run_id, status="done", output=output, outcome="ok")
 
         def end() -> RunRecord:
             end_event()
-            finish()
-            # Read back in the same transaction, as `_fail` does: on PostgreSQL the read's answer is the write's
-            # last, so it costs no round trip of its own.
-            return self.runs.get(run_id)
+            # The record is read back by the end's own statement, as `_fail` reads it in its transaction: on
+            # PostgreSQL that answer is the write's last, so it costs no round trip of its own.
+            return finish()
 
         return await self._committed(run_id, end)
 

@@ -196,16 +196,22 @@ class RunStore:
     ) -> Callable[[], None]:
         """The run's end, as a write to run now (`finishing(...)()`) or later, with a run's held writes: its time and
         JSON are taken now, outside the transaction that writes it."""
-        row = (
-            status,
-            now_iso(),
-            None if output is None else _stored(output),
-            error.code if error else None,
-            _stored(error.model_dump()) if error else None,
-            outcome,
-            run_id,
-        )
-        return functools.partial(self._execute, _FINISH_RUN, row)
+        return functools.partial(self._execute, _FINISH_RUN, _finish_row(run_id, status, output, error, outcome))
+
+    def ending(
+        self, run_id: str, *, status: RunStatus, output: Any = None, outcome: str | None = None
+    ) -> Callable[[], RunRecord]:
+        """`finishing` whose write answers the ended run's record, read by the same statement (one statement, not
+        an UPDATE and a SELECT)."""
+        return functools.partial(self._end_returning, _finish_row(run_id, status, output, None, outcome))
+
+    def _end_returning(self, row: tuple[Any, ...]) -> RunRecord:
+        with self.db.transaction():
+            # A read of the store's (what the write deferred goes first): on PostgreSQL the write's last answer.
+            found = self.db.query_one(_FINISH_RUN + " RETURNING *", row)
+        if found is None:
+            raise NotFoundError(f"no run {row[-1]!r}", code=RUN_NOT_FOUND, hint="list runs with GET /api/runs")
+        return self._record(found)
 
     def exists(self, run_id: str) -> bool:
         return self.db.query_one("SELECT 1 FROM runs WHERE id=?", (run_id,)) is not None
@@ -425,3 +431,18 @@ class RunStore:
         if row["proof"] is not None:
             by["proof"] = json.loads(row["proof"])
         return by
+
+
+def _finish_row(
+    run_id: str, status: RunStatus, output: Any, error: RunError | None, outcome: str | None
+) -> tuple[Any, ...]:
+    """The parameters of _FINISH_RUN: the end's time taken now, its JSON made now."""
+    return (
+        status,
+        now_iso(),
+        None if output is None else _stored(output),
+        error.code if error else None,
+        _stored(error.model_dump()) if error else None,
+        outcome,
+        run_id,
+    )
