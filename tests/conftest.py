@@ -189,14 +189,17 @@ def _shares_a_module_store(item: pytest.Item) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test marked `sqlite_only` (it tests SQLite itself) runs once, on SQLite; so does one that shares a server
-    or project with the rest of its module (`_shares_a_module_store`)."""
+    or project with the rest of its module (`_shares_a_module_store`). One marked `postgres_only` runs on
+    PostgreSQL alone."""
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
-        on_postgres = callspec is not None and callspec.params.get("store_url") == "postgresql"
+        on = None if callspec is None else callspec.params.get("store_url")
         once = item.get_closest_marker("sqlite_only") is not None or _shares_a_module_store(item)
-        (dropped if on_postgres and once else kept).append(item)
+        only_postgres = item.get_closest_marker("postgres_only") is not None
+        dropped_here = (on == "postgresql" and once) or (only_postgres and on != "postgresql")
+        (dropped if dropped_here else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -205,8 +205,10 @@ class Engine:
 
         return write
 
-    async def proceed(self, begun: Begun) -> RunRecord:
-        """Run a begun run (`begin`) to its end, or until a human node waits."""
+    async def proceed(self, begun: Begun, *, raise_lost: bool = False) -> RunRecord:
+        """Run a begun run (`begin`) to its end, or until a human node waits. `raise_lost`: a transaction of the run
+        that the store lost (`Database.is_lost`: PostgreSQL restarted under it) is raised to the caller, who runs
+        the run on from what is on record (a series attempt), instead of failing the run."""
         run_id, request = begun.run_id, begun.request
         started = time.perf_counter()
         try:
@@ -219,10 +221,14 @@ class Engine:
                 self.runs.set_status(run_id, "waiting_human")
                 return self.runs.get(run_id)
         except AqvenError as exc:
+            if raise_lost and self.runs.db.is_lost(exc):
+                raise
             # A counted model failure or an infrastructure error; a project or code problem is infrastructure.
             outcome = outcome_class(exc.code) if isinstance(exc, ModelCallError) else "infra"
             return self._fail(run_id, exc.code, exc.message, outcome, exc.details.get("node_id"))
         except Exception as exc:  # a defect of ours: the run fails as infrastructure, the server goes on
+            if raise_lost and self.runs.db.is_lost(exc):
+                raise
             return self._fail(run_id, "ENGINE_ERROR", f"{type(exc).__name__}: {exc}", "infra", None)
         ending = {"status": "done", "output": output, "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
         # Made before the transaction that writes them (other processes wait for it), and read back after it.

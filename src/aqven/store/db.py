@@ -170,6 +170,12 @@ class Database(ABC):
         stops listening. On SQLite no process announces anything."""
         return lambda: None
 
+    def is_lost(self, exc: BaseException) -> bool:
+        """Whether `exc` says the store lost the transaction it was in, through no fault of what it wrote (the
+        connection to PostgreSQL was lost, the server broke a deadlock): nothing of it was written, and running it
+        again from what is on record is safe. Never on SQLite, whose file does not go away under a transaction."""
+        return False
+
     def is_busy(self, exc: BaseException) -> bool:
         """Whether `exc` says another connection holds the lock a transaction needs to begin."""
         return False

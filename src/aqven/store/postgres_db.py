@@ -306,6 +306,13 @@ class PostgresDatabase(Database):
                 raise
             return step()
 
+    def is_lost(self, exc: BaseException) -> bool:
+        # A lost connection, a deadlock or serialization failure (TransactionRollbackError is one), or no connection
+        # to be had again within CONNECT_WAIT_S.
+        return isinstance(exc, psycopg.OperationalError) or (
+            isinstance(exc, AqvenError) and exc.code == STORE_UNAVAILABLE
+        )
+
     def announce(self, cur: Cursor, channel: str, payload: str) -> None:
         cur.execute("SELECT pg_notify(?, ?)", (channel, payload))  # delivered at the commit, or never
 

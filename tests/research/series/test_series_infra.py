@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,10 +158,10 @@ def test_an_internal_error_in_one_attempt_does_not_stop_the_series(
     broken = first_on("dev", "boom")
     real = Engine.proceed  # what runs an attempt's run once it began
 
-    async def proceed(self: Engine, begun: Begun) -> RunRecord:
+    async def proceed(self: Engine, begun: Begun, **options: Any) -> RunRecord:
         if begun.request.case_name == broken:
             raise KeyError("a bug")
-        return await real(self, begun)
+        return await real(self, begun, **options)
 
     monkeypatch.setattr(Engine, "proceed", proceed)
     root = write_tiny(tmp_path / "tiny", [*case_names(25, 0), broken])

@@ -11,6 +11,7 @@ on the database's writer lock while it hands out work.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +31,11 @@ from aqven.store.records import RunRecord
 from aqven.store.runs import RunStore
 from aqven.store.series import SeriesStore
 from aqven.store.series_records import AttemptRow, SeriesRow
+
+log = logging.getLogger("aqven.series")
+
+STORE_TRIES = 3
+"""How often an attempt runs on (and its end is written again) after the store lost a transaction of it."""
 
 
 def dec(text: str | None) -> Decimal:
@@ -110,25 +116,45 @@ async def run_owned(
     The claim is one transaction with the run's creation and first writes (`_run_attempt`). `worker`: the
     `aqven worker` running it (recorded on the attempt), when one does; `ended`: a write of the same transaction as
     the attempt's end (an `aqven worker` announces the end in it)."""
-    try:
-        out = await _run_attempt(workspace, engine, runs, store, s, a, run_id, worker)
-    except NotQueued:
-        return None
-    except Exception as exc:
-        out = internal_error(f"{type(exc).__name__}: {exc}", dec(a.cost_usd))
-        # It raised before its first write (so before its claim): claimed now, unless another run has it.
-        if (
-            a.status == "queued"
-            and not store.claim(s.id, a.idx, run_id, worker=worker)
-            and store.attempt(s.id, a.idx).run_id != run_id
-        ):
+    for tries in range(STORE_TRIES):
+        try:
+            out = await _run_attempt(workspace, engine, runs, store, s, a, run_id, worker)
+            break
+        except NotQueued:
             return None
+        except Exception as exc:
+            if store.db.is_lost(exc) and tries < STORE_TRIES - 1:
+                # A transaction of its own did not commit (PostgreSQL restarted under it): it runs on from what is
+                # on record, as after a restart of the server (claimed or not, its run resumed from its last node).
+                log.warning("series %s attempt %d: the store lost a transaction (%s); run again", s.id, a.idx, exc)
+                a = store.attempt(s.id, a.idx)
+                if a.status == "done":
+                    return result_of_row(a) if a.run_id == run_id else None
+                if a.status != "queued" and a.run_id != run_id:
+                    return None  # another run has it
+                continue
+            out = internal_error(f"{type(exc).__name__}: {exc}", dec(a.cost_usd))
+            # It raised before its first write (so before its claim): claimed now, unless another run has it.
+            if (
+                a.status == "queued"
+                and not store.claim(s.id, a.idx, run_id, worker=worker)
+                and store.attempt(s.id, a.idx).run_id != run_id
+            ):
+                return None
+            break
     if not out.waiting:
         write = finishing_row(store, s, a, out)
         if ended is not None:  # in the same transaction as the end (an announcement goes out at its commit)
             write = functools.partial(_both, write, functools.partial(ended, out))
-        async with gate.released():  # committed with what other attempts of this process write meanwhile
-            await store.db.grouped(write)
+        for tries in range(STORE_TRIES):
+            try:
+                async with gate.released():  # committed with what other attempts of this process write meanwhile
+                    await store.db.grouped(write)
+                break
+            except Exception as exc:
+                if not store.db.is_lost(exc) or tries == STORE_TRIES - 1:
+                    raise
+                log.warning("series %s attempt %d: the store lost its end (%s); written again", s.id, a.idx, exc)
     return out
 
 
@@ -210,7 +236,7 @@ async def _run_attempt(
         # The attempt's side: what may be shown of the run never depends on a later split.
         before.append(runs.creating(request, run_id, series_id=s.id, side=a.side, running=True))
         begun = runner.begin_new(run_id, request, before)
-    record = begun if isinstance(begun, RunRecord) else await runner.proceed(begun)
+    record = begun if isinstance(begun, RunRecord) else await runner.proceed(begun, raise_lost=True)
     if record.status == "waiting_human":
         return AttemptResult(waiting=True)
     prior = dec(a.cost_usd)  # what an earlier, rate-limited try of this attempt spent
