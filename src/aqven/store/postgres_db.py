@@ -111,8 +111,8 @@ class _WholeNumeric(Loader):
 
 class _SharedAdaptersCursor(psycopg.Cursor[Any]):
     """psycopg's cursor, sharing its connection's adapters rather than copying them: no cursor here registers
-    adapters of its own, and the copy (with the cold transformer it leaves) was a third of a pipelined statement's
-    cost in this process, at a cursor a statement."""
+    adapters of its own, and the copy (with the cold transformer it leaves) was a fifth of a pipelined statement's
+    cost in this process (20 against 16 µs), at a cursor a statement."""
 
     __slots__ = ()
 

@@ -210,7 +210,7 @@ class RunStore:
             # A read of the store's (what the write deferred goes first): on PostgreSQL the write's last answer.
             found = self.db.query_one(_FINISH_RUN + " RETURNING *", row)
         if found is None:
-            raise NotFoundError(f"no run {row[-1]!r}", code=RUN_NOT_FOUND, hint="list runs with GET /api/runs")
+            raise _no_run(row[-1])
         return self._record(found)
 
     def exists(self, run_id: str) -> bool:
@@ -219,7 +219,7 @@ class RunStore:
     def get(self, run_id: str) -> RunRecord:
         row = self.db.query_one("SELECT * FROM runs WHERE id=?", (run_id,))
         if row is None:
-            raise NotFoundError(f"no run {run_id!r}", code=RUN_NOT_FOUND, hint="list runs with GET /api/runs")
+            raise _no_run(run_id)
         return self._record(row)
 
     def list_runs(
@@ -446,3 +446,7 @@ def _finish_row(
         outcome,
         run_id,
     )
+
+
+def _no_run(run_id: str) -> NotFoundError:
+    return NotFoundError(f"no run {run_id!r}", code=RUN_NOT_FOUND, hint="list runs with GET /api/runs")

@@ -475,15 +475,10 @@ def _worker_of(row: Row) -> str | None:
 def _claim_statement(
     series_id: str, idx: int, run_id: str, inputs_hash: str | None, worker: str | None
 ) -> tuple[str, tuple[Any, ...]]:
-    """The conditional UPDATE of a claim: it changes a row only while the attempt is queued."""
-    if worker is None:
-        sql = (
-            "UPDATE attempts SET status='running', run_id=?, started_at=?, inputs_hash=COALESCE(inputs_hash, ?)"
-            " WHERE series_id=? AND idx=? AND status='queued'"
-        )
-        return sql, (run_id, now_iso(), inputs_hash, series_id, idx)
+    """The conditional UPDATE of a claim: it changes a row only while the attempt is queued (its worker is kept
+    where none is named)."""
     sql = (
         "UPDATE attempts SET status='running', run_id=?, started_at=?, inputs_hash=COALESCE(inputs_hash, ?),"
-        " worker=? WHERE series_id=? AND idx=? AND status='queued'"
+        " worker=COALESCE(?, worker) WHERE series_id=? AND idx=? AND status='queued'"
     )
     return sql, (run_id, now_iso(), inputs_hash, worker, series_id, idx)
