@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -19,6 +20,7 @@ import pytest
 from aqven.engine.runner import Engine
 from aqven.models.call import CallResult, ModelCall
 from aqven.project.loader import load_project
+from aqven.store.db import Database
 from aqven.store.records import RunRequest
 from aqven.store.runs import RunStore, new_id
 from aqven.store.sqlite_db import SqliteDatabase
@@ -221,3 +223,78 @@ async def test_a_run_whose_first_transaction_did_not_commit_still_ends_on_record
     assert record.error is not None and "server closed the connection" in record.error.message
     kept = other.get(run_id)  # on record for every other process
     assert kept.status == "failed" and next(e.kind for e in other.events(run_id)) == "run_start"
+
+
+async def test_runs_whose_group_is_undone_whole_are_written_again_whole(
+    tmp_path: Path, make_database: Callable[..., Database]
+) -> None:
+    """On PostgreSQL a group of grouped writes is first sent whole, without a savepoint a write; a write that fails
+    undoes the group, which is written again write by write (store/group_commit.py). A run's writes held for its
+    next write (its creation, node starts, a model's answer) must be written by that second pass too, once each.
+    Here a write that breaks the primary key joins nearly every group while runs go on beside it."""
+    write_files(tmp_path, FILES)
+    project = load_project(tmp_path)
+    db = make_database("e")
+    runs = RunStore(db)
+    engine = Engine(project, runs, call=Model({}))
+    with db.transaction() as cur:
+        cur.execute("CREATE TABLE t (k TEXT PRIMARY KEY)")
+        cur.execute("INSERT INTO t VALUES ('x')")
+    undone: list[BaseException] = []
+    is_undone = db.group._undone
+
+    def counted(exc: BaseException) -> bool:
+        undone.append(exc)
+        return is_undone(exc)
+
+    db.group._undone = counted
+
+    def duplicate() -> None:
+        with db.transaction() as cur:
+            cur.execute("INSERT INTO t VALUES ('x')")
+
+    ended = asyncio.Event()
+    refused: list[BaseException] = []
+
+    async def breaking() -> None:
+        while not ended.is_set():
+            try:
+                await db.grouped(duplicate)
+            except db.IntegrityError as exc:
+                refused.append(exc)
+            await asyncio.sleep(0)
+
+    async def one(i: int) -> Any:
+        request = RunRequest(flow_id="polish", input={"q": f"refund {i}"})
+        run_id = new_id("run")
+        begun = engine.begin_new(run_id, request, [runs.creating(request, run_id)])
+        return await engine.proceed(begun)
+
+    breaker = asyncio.ensure_future(breaking())
+    records = await asyncio.gather(*(one(i) for i in range(24)))
+    ended.set()
+    await breaker
+    assert refused and all(isinstance(exc, db.IntegrityError) for exc in refused)  # every time, and alone
+    if db.pipelined_groups:
+        assert len(undone) >= 3, len(undone)  # groups were undone whole and written again
+    else:
+        assert undone == []  # SQLite: a savepoint a write, from the start
+    kinds = [
+        ("run_start", None),
+        ("node_start", "polish"),
+        ("node_start", "policy"),
+        ("node_end", "policy"),
+        ("node_start", "revise"),
+        ("model_request", "revise"),
+        ("model_response", "revise"),
+        ("node_end", "revise"),
+        ("node_end", "polish"),
+        ("run_end", None),
+    ]
+    for record in records:
+        assert record.status == "done" and record.output == {"answer": "revise"}, record.error
+        kept = runs.get(record.id)
+        assert kept.model_calls == 1 and kept.cost_usd == "0.0001" and kept.status == "done"
+        events = runs.events(record.id)
+        assert [(e.kind, e.node_id) for e in events] == kinds
+        assert [e.seq for e in events] == list(range(1, 11))

@@ -96,6 +96,94 @@ async def test_a_write_that_raises_is_undone_alone_and_raises_in_its_caller(make
     assert commits == ["COMMIT"]
 
 
+class _Counting:
+    """A writer cursor that notes each statement's first word."""
+
+    def __init__(self, cur: Any, sent: list[str]) -> None:
+        self._cur, self._sent = cur, sent
+
+    def execute(self, sql: str, params: Any = (), /) -> _Counting:
+        self._sent.append(sql.split()[0].upper())
+        self._cur.execute(sql, params)
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cur, name)
+
+
+def _sent(db: Database) -> list[str]:
+    """The first word of every statement `db`'s writer sends from now on."""
+    sent: list[str] = []
+    writer = db._writer
+    db._writer = lambda: cast(Any, _Counting(writer(), sent))  # type: ignore[method-assign]
+    return sent
+
+
+async def test_on_postgresql_a_group_goes_whole_and_one_that_fails_goes_again_write_by_write(
+    make_database: MakeDatabase,
+) -> None:
+    """PostgreSQL: a group is sent whole (no savepoint a write, one wait at its commit); when a write of it fails,
+    nothing of the group is written and it goes again write by write, each in its savepoint, so that the failure is
+    its write's alone: every write ran twice, the failed one raised once, in its own caller. SQLite writes each in
+    its savepoint from the start, once."""
+    db, commits = _db(make_database)
+    sent = _sent(db)
+    ran: list[str] = []
+
+    def put(key: str, value: int) -> str:
+        ran.append(key)
+        return _put(db, key, value)
+
+    async def group(*writes: tuple[str, int]) -> list[Any]:
+        busy = [True]
+        db.group.hold = lambda: busy[0]
+        tasks = [asyncio.ensure_future(db.grouped(functools.partial(put, *w))) for w in writes]
+        await asyncio.sleep(0)
+        busy[0] = False
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    assert await group(("a", 1), ("b", 2), ("c", 3)) == ["a", "b", "c"]
+    assert ran == ["a", "b", "c"] and commits == ["COMMIT"]
+    # SQLite: a savepoint for each write and one for the transaction it nests; PostgreSQL's second pass: the write's
+    savepoints = sent.count("SAVEPOINT")
+    assert savepoints == (0 if db.pipelined_groups else 6), sent
+    ran.clear()
+    results = await group(("d", 4), ("a", 5), ("e", 6))  # "a" breaks the primary key
+    assert results[0] == "d" and results[2] == "e" and isinstance(results[1], db.IntegrityError)
+    assert ran == (["d", "a", "e"] * 2 if db.pipelined_groups else ["d", "a", "e"])
+    assert sent.count("SAVEPOINT") - savepoints == (3 if db.pipelined_groups else 6)
+    assert commits == ["COMMIT", "COMMIT"]
+    assert _on_record(make_database) == {"a": 1, "b": 2, "c": 3, "d": 4, "e": 6}
+
+
+async def test_a_grouped_write_s_later_answer_is_read_once_it_is_committed(make_database: MakeDatabase) -> None:
+    """`query_one_later` (a run's end answers its record so): the row a write's statement answers, read by its
+    caller once the group is committed; a group written again answers from its second pass."""
+    db, _commits = _db(make_database)
+    with db.transaction() as cur:
+        cur.execute("INSERT INTO t VALUES ('a', 1), ('b', 2)")
+
+    def bump(key: str) -> Any:
+        with db.transaction():
+            return db.query_one_later("UPDATE t SET v = v + 10 WHERE k = ? RETURNING k, v", (key,)).then(
+                lambda row: None if row is None else (row["k"], row["v"])
+            )
+
+    for breaking in (False, True):
+        tasks = [asyncio.ensure_future(db.grouped(functools.partial(bump, k))) for k in ("a", "nope", "b")]
+        if breaking:
+            tasks.append(asyncio.ensure_future(db.grouped(lambda: _put(db, "a", 0))))
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        n = 21 if breaking else 11
+        assert results[:3] == [("a", n), None, ("b", n + 1)], results
+        assert not breaking or isinstance(results[3], db.IntegrityError)
+    assert _on_record(make_database) == {"a": 21, "b": 22}
+    with db.transaction():  # outside a group it is read at once
+        answer = db.query_one_later("UPDATE t SET v = 0 WHERE k = 'a' RETURNING v")
+    row = answer.read()
+    assert row is not None and row["v"] == 0
+
+
 async def test_deferred_rows_are_all_written_and_a_broken_one_fails_its_own_write_alone(
     make_database: MakeDatabase,
 ) -> None:
@@ -170,7 +258,9 @@ async def test_a_row_count_checked_when_answered_undoes_its_whole_write_alone(ma
     results = await asyncio.gather(*tasks, return_exceptions=True)
     assert results[0] == "a-run" and results[2] == "b-run"
     assert isinstance(results[1], Taken)
-    assert seen == [1, 0, 1]
+    # On PostgreSQL the group is written whole first, its checks at its end: the second one's refusal undoes it
+    # all, and it is written again write by write, as on SQLite.
+    assert seen == ([1, 0] if db.pipelined_groups else []) + [1, 0, 1]
     assert _on_record(make_database) == {"a": 1, "b": 1, "a-run": 7, "b-run": 7}
     assert commits == ["COMMIT", "COMMIT"]  # the rows' own, then the group's
 

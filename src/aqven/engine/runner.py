@@ -27,6 +27,7 @@ from aqven.project.bindings import Binding, bindings_in, parse_binding, resolve
 from aqven.project.conform import violation
 from aqven.project.loader import Project
 from aqven.project.pycode import load_function
+from aqven.store.group_commit import Later
 from aqven.store.records import RunError, RunRecord, RunRequest
 from aqven.store.runs import RunStore
 
@@ -235,10 +236,10 @@ class Engine:
         end_event = self.runs.event(run_id, "run_end", None, ending)
         finish = self.runs.ending(run_id, status="done", output=output, outcome="ok")
 
-        def end() -> RunRecord:
+        def end() -> Later[RunRecord]:
             end_event()
-            # The record is read back by the end's own statement, as `_fail` reads it in its transaction: on
-            # PostgreSQL that answer is the write's last, so it costs no round trip of its own.
+            # The record is answered by the end's own statement, as `_fail` reads it in its transaction: on
+            # PostgreSQL with the group's commit, so it costs no round trip of its own.
             return finish()
 
         return await self._committed(run_id, end)
@@ -273,14 +274,15 @@ class Engine:
         if paid:
             self._paid.add(run_id)
 
-    async def _committed(self, run_id: str, write: Callable[[], T]) -> T:
+    async def _committed(self, run_id: str, write: Callable[[], T | Later[T]]) -> T:
         """The run's held writes and `write`, committed together with what other runs of this process write
         meanwhile (store/group_commit.py): the run goes on once they are on record, and waits without the CPU gate."""
         taken: list[tuple[list[Callable[[], object]], bool]] = []
 
-        def together() -> T:
-            taken.append(self._take(run_id))
-            self._write_taken(taken[-1])
+        def together() -> T | Later[T]:
+            if not taken:  # taken once: a group undone whole writes it again (store/group_commit.py)
+                taken.append(self._take(run_id))
+            self._write_taken(taken[0])
             return write()
 
         try:
@@ -288,7 +290,7 @@ class Engine:
                 return await self.runs.db.grouped(together)
         except Exception:
             if taken:
-                self._unflush(run_id, taken[-1])
+                self._unflush(run_id, taken[0])
             raise
 
     @contextlib.contextmanager

@@ -9,13 +9,14 @@ Money columns are TEXT holding a Decimal.
 
 from __future__ import annotations
 
+import functools
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Literal, Protocol, TypeVar
 
-from aqven.store.group_commit import GroupCommit
+from aqven.store.group_commit import GroupCommit, Later
 from aqven.store.schema import SCHEMA_VERSION, check_version
 
 T = TypeVar("T")
@@ -93,7 +94,10 @@ class Database(ABC):
         self._deferred: dict[str, list[tuple[Any, ...]]] = {}  # rows to insert at its end (`defer`)
         self._checks: list[Callable[[], None]] = []  # to run once its grouped write is answered (`when_answered`)
         self._spoiled = False  # a failure inside the open grouped write that only its own undo can undo
-        self.group = GroupCommit(self.transaction, busy=self.is_busy)
+        self._whole = False  # the open group is undone whole (its grouped writes have no savepoints)
+        self.group = GroupCommit(
+            self.transaction, busy=self.is_busy, undone=self.is_undone, whole_first=self.pipelined_groups
+        )
 
     # ---- what a backend provides ----
 
@@ -176,6 +180,11 @@ class Database(ABC):
         again from what is on record is safe. Never on SQLite, whose file does not go away under a transaction."""
         return False
 
+    def is_undone(self, exc: BaseException) -> bool:
+        """Whether a group whose transaction failed with `exc` is certainly not written, on a connection that takes
+        statements again (store/group_commit.py writes it again, write by write)."""
+        return True
+
     def is_busy(self, exc: BaseException) -> bool:
         """Whether `exc` says another connection holds the lock a transaction needs to begin."""
         return False
@@ -187,7 +196,9 @@ class Database(ABC):
     pipelined_groups = False
 
     @contextmanager
-    def transaction(self, *, wait: bool = True, pipelined: bool = False, undoable: bool = False) -> Iterator[Cursor]:
+    def transaction(
+        self, *, wait: bool = True, pipelined: bool = False, undoable: bool = False, whole: bool = False
+    ) -> Iterator[Cursor]:
         """One write transaction; inside a `batch` it is a savepoint of the batch's (same all-or-nothing). With
         `wait` off, it fails at once while another process holds the writer lock (SQLite).
 
@@ -196,14 +207,20 @@ class Database(ABC):
         savepoint, and waits for its statements' answers before it is released (`_settle`): a statement that failed
         fails that write alone, as on SQLite. What a grouped write nests in turn has no savepoint of its own (two
         statements fewer each, a dozen per attempt), unless `undoable`: a failure inside it fails the grouped
-        write even where the write catches it (`_spoiled`), since nothing could undo it alone."""
+        write even where the write catches it (`_spoiled`), since nothing could undo it alone.
+
+        `whole` (with `pipelined`): the group is undone whole when any of its writes fails, and its writes have no
+        savepoints either; nothing waits for answers until the commit, where the writes' checks (`when_answered`)
+        run after one wait for all of them. Group commit writes a group so first, and a group that failed again
+        write by write (store/group_commit.py)."""
         with self._lock:
             outer = self._depth == 0
             if outer:
                 self.group.drain()  # what was handed in earlier is written first (store/group_commit.py)
                 self._pipelined = pipelined and self.pipelined_groups
+                self._whole = self._pipelined and whole
             grouped_write = self._pipelined and self._depth == 1
-            light = self._pipelined and self._depth >= 2 and not undoable
+            light = (self._pipelined and self._depth >= 2 and not undoable) or (grouped_write and self._whole)
             cur = self._writer()
             if outer:
                 cur = self._begin(cur, wait=wait)
@@ -217,15 +234,16 @@ class Database(ABC):
                 yield cur
                 if outer:  # a COMMIT that fails (a pipeline's error) is undone as the block's failure is
                     self._write_deferred(cur)
+                    if self._checks:  # a whole group's: what they read is answered first
+                        self._answer_checks()
                     self._commit(cur)
                 elif grouped_write:  # one grouped write: its failure is its own
                     if self._spoiled:
                         raise WriteSpoiled("a write nested in this grouped write failed, and it cannot be undone alone")
+                    if self._whole:  # answered, and undone if need be, with its group
+                        return
                     self._write_deferred(cur)
-                    self._settle()
-                    checks, self._checks = self._checks, []
-                    for check in checks:
-                        check()
+                    self._answer_checks()
                     cur.execute("RELEASE nested")
                 elif not light:
                     cur.execute("RELEASE nested")
@@ -241,7 +259,7 @@ class Database(ABC):
             finally:
                 self._depth -= 1
                 if outer:
-                    self._pipelined = False
+                    self._pipelined = self._whole = False
                 cur.close()
 
     def _settle(self) -> None:
@@ -254,6 +272,13 @@ class Database(ABC):
         `pipelined`."""
         assert self._pipelined
         self._deferred.setdefault(sql, []).append(row)
+
+    def _answer_checks(self) -> None:
+        """Wait for the answers to what was sent, then run the checks that read them (`when_answered`)."""
+        self._settle()
+        checks, self._checks = self._checks, []
+        for check in checks:
+            check()
 
     def when_answered(self, check: Callable[[], None]) -> None:
         """Run `check` (which reads what was sent, a row count) once what was sent is answered: at once, except in a
@@ -307,10 +332,12 @@ class Database(ABC):
         with self.transaction():
             yield
 
-    async def grouped(self, write: Callable[[], T]) -> T:
+    async def grouped(self, write: Callable[[], T | Later[T]]) -> T:
         """Run `write` in a transaction shared with the writes other tasks of this process hand in meanwhile, and
-        answer once it is committed (store/group_commit.py). Its own failure rolls back only its own writes."""
-        return await self.group.write(write)
+        answer once it is committed (store/group_commit.py). Its own failure rolls back only its own writes. An
+        answer it gives as `Later` is read then (`query_one_later`)."""
+        answer = await self.group.write(write)
+        return answer.read() if isinstance(answer, Later) else answer
 
     def query(self, sql: str, params: Params = ()) -> list[Row]:
         """Rows read on the writer connection: inside a transaction of this thread, they include its writes."""
@@ -324,10 +351,30 @@ class Database(ABC):
             row: Row | None = self._read(lambda: _fetch_one(self._writer(), sql, params))
             return row
 
+    def query_one_later(self, sql: str, params: Params = ()) -> Later[Row | None]:
+        """A write that answers a row (`UPDATE … RETURNING`), the row read once the write is committed: in a whole
+        group (`transaction`), from the answers that come with its commit, so that the write waits for none of its
+        own; elsewhere, now. Not for a read of what the transaction deferred (`defer`): that goes later."""
+        with self._lock:
+            if not (self._whole and self._depth >= 2):
+                row = self.query_one(sql, params)
+                return Later(lambda: row)
+            cur = self._writer()
+            cur.execute(sql, params)
+            return Later(functools.partial(_fetch_sent, cur))
+
 
 def _fetch_all(cur: Cursor, sql: str, params: Params) -> list[Row]:
     try:
         return cur.execute(sql, params).fetchall()
+    finally:
+        cur.close()
+
+
+def _fetch_sent(cur: Cursor) -> Row | None:
+    try:
+        row: Row | None = cur.fetchone()
+        return row
     finally:
         cur.close()
 

@@ -8,6 +8,12 @@ each in a savepoint of its own (one that raises is undone alone, and raises in i
 at most `WAIT_S` after the first. A caller resumes only once its write is committed, so what it does next never
 runs ahead of its record.
 
+Where each statement is a round trip to a server (PostgreSQL, `whole_first`), a group is first written whole: no
+savepoint per write and one wait for the answers, at its commit. A group that fails so (a write raised, a statement
+failed, a check found its row taken) is certainly not written (`undone`): it is written again write by write, each in
+its savepoint and answered before the next, so the failure is its write's alone. A write may so run twice: it leaves
+nothing behind in Python that its group's rollback would not also undo (the stores' caches count rollbacks).
+
 Order is kept: a plain transaction of the same connection first writes what is queued here (`drain`), so a write
 handed in earlier is never committed after one made later. A write whose caller was cancelled before its turn is
 not written at all, as if the caller had been cancelled before it.
@@ -21,14 +27,33 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 WAIT_S = 0.002  # the longest a write waits for others to join it
 MAX_WRITES = 64  # a group this big is written at once
 RETRY_S = 0.0002  # a group that found the writer lock taken tries again after this
 LOCK_WAIT_S = 1.0  # after this, a group waits for the lock as a plain transaction does (and fails in the end)
+
+
+class Later(Generic[T]):
+    """A grouped write's answer that is read once its group is committed (`Database.grouped`): from a statement's
+    result that came with the commit's answers, where the group's statements are pipelined, instead of by a wait of
+    its own in the middle of the group."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self, read: Callable[[], T]) -> None:
+        self._read = read
+
+    def read(self) -> T:
+        return self._read()
+
+    def then(self, make: Callable[[T], R]) -> Later[R]:
+        """The answer `make` makes of this one, read when this one is."""
+        return Later(lambda: make(self._read()))
 
 
 @dataclass
@@ -49,9 +74,13 @@ class GroupCommit:
         transaction: Callable[..., AbstractContextManager[Any]],
         *,
         busy: Callable[[BaseException], bool],
+        undone: Callable[[BaseException], bool] = lambda _exc: True,
+        whole_first: bool = False,
     ) -> None:
         self._transaction = transaction  # Database.transaction: `wait=False` fails at once on another's lock
         self._busy = busy  # the error of a BEGIN that found another process's writer lock (SQLite)
+        self._undone = undone  # the error of a group that is certainly not written, on a connection that goes on
+        self._whole_first = whole_first
         self._queue: list[_Queued] = []
         self._guard = threading.Lock()  # the queue is appended on the loop's thread, drained on any
         self._ticking = False
@@ -88,21 +117,30 @@ class GroupCommit:
             queued, self._queue = [q for q in self._queue if not q.future.cancelled()], []
         if not queued:
             return True
-        done: list[tuple[_Queued, bool, Any]] = []
-        begun = False
-        try:
-            with self._transaction(wait=wait, pipelined=True):
-                begun = True
-                for q in queued:
-                    done.append((q, *self._one(q)))
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # the group's BEGIN or COMMIT failed: nothing of it is written
-            if not begun and not wait and self._busy(exc):
-                with self._guard:
-                    self._queue[:0] = queued
-                return False
-            done = [(q, False, exc) for q in queued]
+        whole = self._whole_first
+        while True:
+            done: list[tuple[_Queued, bool, Any]] = []
+            begun = False
+            try:
+                with self._transaction(wait=wait, pipelined=True, whole=whole):
+                    begun = True
+                    for q in queued:
+                        ok, value = self._one(q)
+                        if whole and not ok:
+                            raise value  # the group is undone whole, and written again write by write
+                        done.append((q, ok, value))
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # the group's BEGIN or COMMIT failed: nothing of it is written
+                if not begun and not wait and self._busy(exc):
+                    with self._guard:
+                        self._queue[:0] = queued
+                    return False
+                if whole and begun and self._undone(exc):
+                    whole = False
+                    continue
+                done = [(q, False, exc) for q in queued]
+            break
         for q, ok, value in done:
             _settle(q.future, ok, value)
         return True

@@ -313,6 +313,12 @@ class PostgresDatabase(Database):
             isinstance(exc, AqvenError) and exc.code == STORE_UNAVAILABLE
         )
 
+    def is_undone(self, exc: BaseException) -> bool:
+        # A transaction that failed on a connection still up ended without its COMMIT (a failed statement makes
+        # PostgreSQL skip what follows it, the COMMIT included). One whose connection broke may have committed.
+        conn = self._conn
+        return not conn.closed and not conn.broken and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
     def announce(self, cur: Cursor, channel: str, payload: str) -> None:
         cur.execute("SELECT pg_notify(?, ?)", (channel, payload))  # delivered at the commit, or never
 

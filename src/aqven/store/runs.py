@@ -15,6 +15,7 @@ from aqven.errors import RUN_NOT_FOUND, NotFoundError
 from aqven.models.outcomes import redact, redact_value, secret_values
 from aqven.store.approvals import Approver
 from aqven.store.db import Cursor, Database, Row
+from aqven.store.group_commit import Later
 from aqven.store.records import RunError, RunRecord, RunRequest, RunStatus, TraceEvent
 
 #: A run's outcome as a person reads it: its attempt's (pass, fail: a check failed) or, by hand, the run's own.
@@ -200,17 +201,19 @@ class RunStore:
 
     def ending(
         self, run_id: str, *, status: RunStatus, output: Any = None, outcome: str | None = None
-    ) -> Callable[[], RunRecord]:
+    ) -> Callable[[], Later[RunRecord]]:
         """`finishing` whose write answers the ended run's record, read by the same statement (one statement, not
-        an UPDATE and a SELECT)."""
+        an UPDATE and a SELECT), once the write is committed (`Database.grouped`; `.read()` elsewhere)."""
         return functools.partial(self._end_returning, _finish_row(run_id, status, output, None, outcome))
 
-    def _end_returning(self, row: tuple[Any, ...]) -> RunRecord:
+    def _end_returning(self, row: tuple[Any, ...]) -> Later[RunRecord]:
         with self.db.transaction():
-            # A read of the store's (what the write deferred goes first): on PostgreSQL the write's last answer.
-            found = self.db.query_one(_FINISH_RUN + " RETURNING *", row)
+            found = self.db.query_one_later(_FINISH_RUN + " RETURNING *", row)
+        return found.then(functools.partial(self._ended_record, row[-1]))
+
+    def _ended_record(self, run_id: str, found: Row | None) -> RunRecord:
         if found is None:
-            raise _no_run(row[-1])
+            raise _no_run(run_id)
         return self._record(found)
 
     def exists(self, run_id: str) -> bool:
