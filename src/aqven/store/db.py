@@ -283,8 +283,9 @@ class Database(ABC):
     def when_answered(self, check: Callable[[], None]) -> None:
         """Run `check` (which reads what was sent, a row count) once what was sent is answered: at once, except in a
         grouped write of a pipelined group, whose statements are answered together at its end (`_settle`); then
-        before its savepoint is released, and what it raises undoes the write as a failure of the write would. A
-        write that must see a row count (a claim) so costs no round trip of its own."""
+        before its savepoint is released (in a group sent whole, before the group's COMMIT), and what it raises
+        undoes the write as a failure of the write would. A write that must see a row count (a claim) so costs no
+        round trip of its own."""
         if self._pipelined and self._depth >= 2:
             self._checks.append(check)
         else:
