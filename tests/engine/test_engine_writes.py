@@ -76,6 +76,20 @@ nodes:
     "flows/polish/code.py": "def policy(q):\n    return {'rule': 'no promises: ' + q}\n",
 }
 
+# A run of the polish flow, event by event
+POLISH_EVENTS = [
+    ("run_start", None),
+    ("node_start", "polish"),
+    ("node_start", "policy"),
+    ("node_end", "policy"),
+    ("node_start", "revise"),
+    ("model_request", "revise"),
+    ("model_response", "revise"),
+    ("node_end", "revise"),
+    ("node_end", "polish"),
+    ("run_end", None),
+]
+
 
 class Model:
     """Answers each node after its own delay."""
@@ -166,18 +180,7 @@ async def test_a_group_of_a_code_node_and_an_llm_node_commits_twice(tmp_path: Pa
     # the llm node's start); the answer with the llm node's end, the group's end and the run's (no other node of
     # the run waits meanwhile): 2 commits, where each node and event on its own would be 8
     assert len(commits) == 2
-    assert [(e.kind, e.node_id) for e in runs.events(run_id)] == [
-        ("run_start", None),
-        ("node_start", "polish"),
-        ("node_start", "policy"),
-        ("node_end", "policy"),
-        ("node_start", "revise"),
-        ("model_request", "revise"),
-        ("model_response", "revise"),
-        ("node_end", "revise"),
-        ("node_end", "polish"),
-        ("run_end", None),
-    ]
+    assert [(e.kind, e.node_id) for e in runs.events(run_id)] == POLISH_EVENTS
 
 
 async def test_a_new_run_reads_none_of_its_events_back(tmp_path: Path) -> None:
@@ -279,22 +282,10 @@ async def test_runs_whose_group_is_undone_whole_are_written_again_whole(
         assert len(undone) >= 3, len(undone)  # groups were undone whole and written again
     else:
         assert undone == []  # SQLite: a savepoint a write, from the start
-    kinds = [
-        ("run_start", None),
-        ("node_start", "polish"),
-        ("node_start", "policy"),
-        ("node_end", "policy"),
-        ("node_start", "revise"),
-        ("model_request", "revise"),
-        ("model_response", "revise"),
-        ("node_end", "revise"),
-        ("node_end", "polish"),
-        ("run_end", None),
-    ]
     for record in records:
         assert record.status == "done" and record.output == {"answer": "revise"}, record.error
         kept = runs.get(record.id)
         assert kept.model_calls == 1 and kept.cost_usd == "0.0001" and kept.status == "done"
         events = runs.events(record.id)
-        assert [(e.kind, e.node_id) for e in events] == kinds
+        assert [(e.kind, e.node_id) for e in events] == POLISH_EVENTS
         assert [e.seq for e in events] == list(range(1, 11))
