@@ -156,6 +156,37 @@ async def test_on_postgresql_a_group_goes_whole_and_one_that_fails_goes_again_wr
     assert _on_record(make_database) == {"a": 1, "b": 2, "c": 3, "d": 4, "e": 6}
 
 
+async def test_a_statement_a_failed_group_skipped_is_never_taken_for_prepared(make_database: MakeDatabase) -> None:
+    """psycopg prepares a statement at its sixth run, and counts it prepared once the Parse is sent. In a group of
+    PostgreSQL that a failure aborted, that Parse was skipped with the rest: named later, the statement was not found
+    (`InvalidSqlStatementName`), in the group's second pass and in every write after it."""
+    db, _commits = _db(make_database)
+
+    def put(key: str, value: int) -> str:  # a text of its own, counted from zero
+        with db.transaction() as cur:
+            cur.execute("INSERT INTO t (k, v) VALUES (?, ?)", (key, value))
+        return key
+
+    async def group(*writes: Callable[[], Any]) -> list[Any]:
+        busy = [True]
+        db.group.hold = lambda: busy[0]
+        tasks = [asyncio.ensure_future(db.grouped(w)) for w in writes]
+        await asyncio.sleep(0)
+        busy[0] = False
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    await db.grouped(functools.partial(_put, db, "x", 0))
+    for _ in range(2):  # failures before (psycopg forgets its prepared statements at the first ROLLBACK it sees)
+        assert isinstance((await group(functools.partial(_put, db, "x", 0)))[0], db.IntegrityError)
+    for i in range(5):  # five runs: the sixth prepares it
+        assert await group(functools.partial(put, f"k{i}", i)) == [f"k{i}"]
+    failed = await group(functools.partial(_put, db, "x", 0), functools.partial(put, "k5", 5))
+    assert isinstance(failed[0], db.IntegrityError) and failed[1] == "k5", failed
+    for i in range(6, 12):  # and after it
+        assert await group(functools.partial(put, f"k{i}", i)) == [f"k{i}"]
+    assert _on_record(make_database) == {"x": 0, **{f"k{i}": i for i in range(12)}}
+
+
 async def test_a_grouped_write_s_later_answer_is_read_once_it_is_committed(make_database: MakeDatabase) -> None:
     """`query_one_later` (a run's end answers its record so): the row a write's statement answers, read by its
     caller once the group is committed; a group written again answers from its second pass."""

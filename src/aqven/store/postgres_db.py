@@ -198,6 +198,17 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
     return conn
 
 
+def _forget_prepared(conn: psycopg.Connection[Any]) -> None:
+    """After a failure in a pipeline: psycopg takes a statement for prepared once it has sent its Parse, and does not
+    learn that the failure made PostgreSQL skip that Parse with the rest of the pipeline; the statement's name would
+    be sent later and not be found (`InvalidSqlStatementName`). So psycopg forgets every statement it prepared (its
+    names are never used twice) and deallocates the server's with the next statement it sends. psycopg has no public
+    call for this: its own `clear()`, which it runs at a DEALLOCATE ALL or a ROLLBACK it has not seen before."""
+    prepared = getattr(conn, "_prepared", None)
+    if prepared is not None:
+        prepared.clear()
+
+
 def _first_line(exc: BaseException) -> str:
     """The error without the DSN it may quote: its first line, the password masked."""
     return shown_dsn(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
@@ -282,6 +293,8 @@ class PostgresDatabase(Database):
             piping.__exit__(None, None, None)
 
     def _undo(self, cur: Cursor, outer: bool) -> None:
+        if self._pipeline is not None:
+            _forget_prepared(self._conn)
         if outer and self._pipeline is not None:
             with contextlib.suppress(psycopg.Error):
                 self._end_pipeline()
