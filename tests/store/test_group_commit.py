@@ -111,6 +111,16 @@ class _Counting:
         return getattr(self._cur, name)
 
 
+async def _one_group(db: Database, *writes: Callable[[], Any]) -> list[Any]:
+    """`writes` handed in together, written as one group; what each answered or raised."""
+    busy = [True]
+    db.group.hold = lambda: busy[0]
+    tasks = [asyncio.ensure_future(db.grouped(w)) for w in writes]
+    await asyncio.sleep(0)
+    busy[0] = False
+    return await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def _sent(db: Database) -> list[str]:
     """The first word of every statement `db`'s writer sends from now on."""
     sent: list[str] = []
@@ -135,12 +145,7 @@ async def test_on_postgresql_a_group_goes_whole_and_one_that_fails_goes_again_wr
         return _put(db, key, value)
 
     async def group(*writes: tuple[str, int]) -> list[Any]:
-        busy = [True]
-        db.group.hold = lambda: busy[0]
-        tasks = [asyncio.ensure_future(db.grouped(functools.partial(put, *w))) for w in writes]
-        await asyncio.sleep(0)
-        busy[0] = False
-        return await asyncio.gather(*tasks, return_exceptions=True)
+        return await _one_group(db, *(functools.partial(put, *w) for w in writes))
 
     assert await group(("a", 1), ("b", 2), ("c", 3)) == ["a", "b", "c"]
     assert ran == ["a", "b", "c"] and commits == ["COMMIT"]
@@ -167,14 +172,7 @@ async def test_a_statement_a_failed_group_skipped_is_never_taken_for_prepared(ma
             cur.execute("INSERT INTO t (k, v) VALUES (?, ?)", (key, value))
         return key
 
-    async def group(*writes: Callable[[], Any]) -> list[Any]:
-        busy = [True]
-        db.group.hold = lambda: busy[0]
-        tasks = [asyncio.ensure_future(db.grouped(w)) for w in writes]
-        await asyncio.sleep(0)
-        busy[0] = False
-        return await asyncio.gather(*tasks, return_exceptions=True)
-
+    group = functools.partial(_one_group, db)
     await db.grouped(functools.partial(_put, db, "x", 0))
     for _ in range(2):  # failures before (psycopg forgets its prepared statements at the first ROLLBACK it sees)
         assert isinstance((await group(functools.partial(_put, db, "x", 0)))[0], db.IntegrityError)

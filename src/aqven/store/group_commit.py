@@ -74,8 +74,8 @@ class GroupCommit:
         transaction: Callable[..., AbstractContextManager[Any]],
         *,
         busy: Callable[[BaseException], bool],
-        undone: Callable[[BaseException], bool] = lambda _exc: True,
-        whole_first: bool = False,
+        undone: Callable[[BaseException], bool],
+        whole_first: bool,
     ) -> None:
         self._transaction = transaction  # Database.transaction: `wait=False` fails at once on another's lock
         self._busy = busy  # the error of a BEGIN that found another process's writer lock (SQLite)
